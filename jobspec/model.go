@@ -1,0 +1,58 @@
+// Package jobspec owns the job file format: HCL2 (and the same structure in
+// JSON) parsed into the Job model, validation with file:line:col diagnostics,
+// and the ${UNITVISOR_*} interpolation that unitvisor (never systemd) performs.
+//
+// It knows nothing of systemd, Consul or the agent.
+package jobspec
+
+import "time"
+
+// Job is a named set of tasks submitted together.
+type Job struct {
+	Name  string  `json:"name"`
+	Tasks []*Task `json:"tasks"`
+}
+
+// Task is one program run as Count identical instances, each its own unit.
+type Task struct {
+	Name   string            `json:"name"`
+	Driver string            `json:"driver"`
+	Count  int               `json:"count"`
+	Config Config            `json:"config"`
+	Env    map[string]string `json:"env,omitempty"`
+	Ports  []Port            `json:"ports,omitempty"`
+	User   string            `json:"user,omitempty"`
+
+	Restart     RestartPolicy `json:"restart"`
+	KillSignal  string        `json:"kill_signal"`  // canonical name, e.g. "SIGTERM"
+	KillTimeout time.Duration `json:"kill_timeout"` // > 0 after defaults
+}
+
+// Config is the driver configuration of a task. Fields belong to drivers;
+// validation checks that only the fields of the task's driver are set.
+type Config struct {
+	// exec, raw_exec
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+}
+
+// Port is a named port; Static 0 means the agent picks one from its range.
+type Port struct {
+	Label  string `json:"label"`
+	Static int    `json:"static,omitempty"`
+}
+
+// Restart modes, as in Nomad.
+const (
+	RestartModeFail  = "fail"
+	RestartModeDelay = "delay"
+)
+
+// RestartPolicy says how often a failing task is restarted: at most Attempts
+// restarts within Interval, Delay apart; then Mode decides.
+type RestartPolicy struct {
+	Attempts int           `json:"attempts"`
+	Interval time.Duration `json:"interval"`
+	Delay    time.Duration `json:"delay"`
+	Mode     string        `json:"mode"`
+}
