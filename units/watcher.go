@@ -194,11 +194,17 @@ func (w *Watcher) handle(ctx context.Context, sig *dbus.Signal) {
 		w.mu.RLock()
 		st, known := w.cache[name]
 		w.mu.RUnlock()
-		if !known || slices.ContainsFunc(invalidated, tracked) {
+		if slices.ContainsFunc(invalidated, tracked) {
 			w.refresh(ctx, name)
 			return
 		}
-		if st.apply(changed) {
+		// A new unit starts empty: systemd sends every emits-change
+		// property of the interface in each signal, and applying signals
+		// in order avoids a read that jumps ahead of still-queued ones.
+		if !known {
+			st = State{Name: name}
+		}
+		if st.apply(changed) || !known {
 			w.set(ctx, st)
 		}
 	}
@@ -229,7 +235,9 @@ func (w *Watcher) set(ctx context.Context, st State) {
 	old, ok := w.cache[st.Name]
 	w.cache[st.Name] = st
 	w.mu.Unlock()
-	if ok && old == st {
+	// A Service-interface signal can come before the first Unit one: wait
+	// until the state is known before telling anyone.
+	if ok && old == st || st.ActiveState == "" {
 		return
 	}
 	w.emit(ctx, st)
