@@ -1,0 +1,482 @@
+// Package supervisor owns desired state: the jobs in the agent's store, the
+// reconcile loop that makes systemd run what they ask for, task state and
+// the restart mode systemd lacks (Nomad's "delay"), port allocation, and
+// the agent's HTTP API. It talks to systemd only through the small
+// interfaces declared here.
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/unitvisor/unitvisor/drivers"
+	"github.com/unitvisor/unitvisor/jobspec"
+	"github.com/unitvisor/unitvisor/units"
+)
+
+// Systemd starts and stops units.
+type Systemd interface {
+	Start(ctx context.Context, spec units.Spec, timeout time.Duration) error
+	Stop(ctx context.Context, name string, wait time.Duration) error
+	ResetFailed(ctx context.Context, name string) error
+}
+
+// UnitStates is the watcher's cache of our units' states.
+type UnitStates interface {
+	Get(name string) (units.State, bool)
+	Snapshot() []units.State
+}
+
+// Driver turns a task instance into a unit spec.
+type Driver interface {
+	Name() string
+	Prepare(ctx context.Context, in drivers.Instance) (units.Spec, error)
+}
+
+// Config is what the supervisor needs from the agent's configuration.
+type Config struct {
+	DataDir        string
+	Namer          units.Namer
+	Slice          string
+	Ports          PortRange
+	Drivers        map[string]Driver // the enabled ones
+	ReconcileEvery time.Duration     // periodic full reconcile; default 30s
+	StartTimeout   time.Duration     // per start job; default 30s
+	Parallel       int               // concurrent unit starts/stops; default 32
+}
+
+// TaskEvent is a unit state change of one task instance.
+type TaskEvent struct {
+	Job   string      `json:"job"`
+	Task  string      `json:"task"`
+	Index int         `json:"index"`
+	State units.State `json:"state"`
+}
+
+// Supervisor reconciles desired jobs with systemd.
+type Supervisor struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *Store
+	sd     Systemd
+	states UnitStates
+
+	opMu sync.Mutex // one reconcile or stop at a time
+	kick chan struct{}
+
+	mu      sync.Mutex
+	errs    map[string]string    // unit -> last start error
+	retryAt map[string]time.Time // unit -> when delay mode starts it again
+	subs    []chan TaskEvent
+}
+
+// New returns a supervisor; call Run to start reconciling.
+func New(cfg Config, store *Store, sd Systemd, states UnitStates, log *slog.Logger) *Supervisor {
+	if cfg.ReconcileEvery == 0 {
+		cfg.ReconcileEvery = 30 * time.Second
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 32
+	}
+	return &Supervisor{
+		cfg: cfg, log: log, store: store, sd: sd, states: states,
+		kick:    make(chan struct{}, 1),
+		errs:    map[string]string{},
+		retryAt: map[string]time.Time{},
+	}
+}
+
+// Subscribe returns a channel of task events, for consulbridge and metrics.
+func (s *Supervisor) Subscribe(buf int) <-chan TaskEvent {
+	ch := make(chan TaskEvent, buf)
+	s.mu.Lock()
+	s.subs = append(s.subs, ch)
+	s.mu.Unlock()
+	return ch
+}
+
+// Kick asks for a reconcile soon.
+func (s *Supervisor) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles once (adopting, reaping and starting), calls ready, then
+// follows unit events and reconciles on every kick and period until ctx ends.
+func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready func()) error {
+	if err := s.reconcile(ctx); err != nil {
+		return fmt.Errorf("first reconcile: %w", err)
+	}
+	if ready != nil {
+		ready()
+	}
+	tick := time.NewTicker(s.cfg.ReconcileEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-events:
+			s.onEvent(ctx, ev)
+		case <-s.kick:
+			s.reconcileLogged(ctx)
+		case <-tick.C:
+			s.reconcileLogged(ctx)
+		}
+	}
+}
+
+func (s *Supervisor) reconcileLogged(ctx context.Context) {
+	if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("reconcile", "err", err)
+	}
+}
+
+func (s *Supervisor) onEvent(ctx context.Context, ev units.Event) {
+	job, task, index, err := s.cfg.Namer.Parse(ev.Name)
+	if err != nil {
+		return
+	}
+	s.publish(ctx, TaskEvent{Job: job, Task: task, Index: index, State: ev.State})
+	if !ev.Failed() {
+		return
+	}
+	// Nomad's mode "delay": systemd gave up (attempts within interval
+	// used); wait out the interval, then start it again.
+	rec, ok, err := s.store.Job(job)
+	if err != nil || !ok || rec.Stopped {
+		return
+	}
+	t := findTask(rec.Job, task)
+	if t == nil || t.Restart.Mode != jobspec.RestartModeDelay || index >= t.Count {
+		return
+	}
+	s.scheduleRetry(ev.Name, ev.State, t.Restart.Interval)
+}
+
+func (s *Supervisor) scheduleRetry(unit string, st units.State, interval time.Duration) {
+	since := st.StateSince
+	if since.IsZero() {
+		since = time.Now()
+	}
+	at := since.Add(interval)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.retryAt[unit]; ok {
+		return
+	}
+	s.retryAt[unit] = at
+	s.log.Info("task failed; restart mode delay: starting it again later", "unit", unit, "at", at.Format(time.RFC3339))
+	time.AfterFunc(time.Until(at), s.Kick)
+}
+
+func (s *Supervisor) publish(ctx context.Context, ev TaskEvent) {
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- ev:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func findTask(j *jobspec.Job, name string) *jobspec.Task {
+	for _, t := range j.Tasks {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// TaskHash identifies a task's definition: a unit whose recorded hash
+// differs runs an old definition and is replaced.
+func TaskHash(job string, t *jobspec.Task) string {
+	b, _ := json.Marshal(struct {
+		Job  string
+		Task *jobspec.Task
+	}{job, t})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// want is one desired task instance.
+type want struct {
+	job   *jobspec.Job
+	task  *jobspec.Task
+	index int
+	hash  string
+}
+
+func (s *Supervisor) desired(jobs []JobRecord) (map[string]want, error) {
+	out := map[string]want{}
+	for _, rec := range jobs {
+		if rec.Stopped {
+			continue
+		}
+		for _, t := range rec.Job.Tasks {
+			h := TaskHash(rec.Job.Name, t)
+			for i := 0; i < t.Count; i++ {
+				name, err := s.cfg.Namer.Name(rec.Job.Name, t.Name, i)
+				if err != nil {
+					return nil, err
+				}
+				out[name] = want{job: rec.Job, task: t, index: i, hash: h}
+			}
+		}
+	}
+	return out, nil
+}
+
+// reconcile makes systemd match the store: units nobody wants are stopped,
+// units that run an old definition are replaced, missing units started,
+// failed units in delay mode started again when their time has come.
+// Units that match (by name and recorded task hash) are left alone, which
+// is how an agent restart adopts running tasks without touching them.
+func (s *Supervisor) reconcile(ctx context.Context) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	jobs, err := s.store.Jobs()
+	if err != nil {
+		return err
+	}
+	recs, err := s.recordMap()
+	if err != nil {
+		return err
+	}
+	wants, err := s.desired(jobs)
+	if err != nil {
+		return err
+	}
+	present := map[string]units.State{}
+	for _, st := range s.states.Snapshot() {
+		present[st.Name] = st
+	}
+
+	var stops, starts []string
+	for name := range present {
+		if _, ok := wants[name]; !ok {
+			stops = append(stops, name)
+		}
+	}
+	now := time.Now()
+	for name, w := range wants {
+		st, running := present[name]
+		rec, known := recs[name]
+		switch {
+		case !running:
+			starts = append(starts, name)
+		case !known || rec.Hash != w.hash:
+			stops = append(stops, name)
+			starts = append(starts, name)
+		case st.Failed() && w.task.Restart.Mode == jobspec.RestartModeDelay:
+			s.mu.Lock()
+			at, scheduled := s.retryAt[name]
+			s.mu.Unlock()
+			if !scheduled {
+				s.scheduleRetry(name, st, w.task.Restart.Interval)
+			} else if !now.Before(at) {
+				starts = append(starts, name)
+			}
+		}
+	}
+	sort.Strings(stops)
+	sort.Strings(starts)
+	s.parallel(stops, func(name string) {
+		wait := 10 * time.Second
+		if w, ok := wants[name]; ok {
+			wait = drivers.StopWait(w.task)
+		} else if rec, ok := recs[name]; ok {
+			if t := s.taskOf(jobs, rec.Job, rec.Task); t != nil {
+				wait = drivers.StopWait(t)
+			}
+		}
+		s.log.Info("stopping unit", "unit", name, "reason", stopReason(wants, name))
+		if err := s.sd.Stop(ctx, name, wait); err != nil {
+			s.log.Error("stop unit", "unit", name, "err", err)
+			return
+		}
+		if _, ok := wants[name]; !ok {
+			s.forgetUnit(jobs, recs[name])
+		}
+	})
+	used := usedPorts(jobs, recs)
+	var portMu sync.Mutex
+	s.parallel(starts, func(name string) {
+		w := wants[name]
+		s.mu.Lock()
+		delete(s.retryAt, name)
+		s.mu.Unlock()
+		portMu.Lock()
+		rec, err := s.assignPorts(name, w, recs[name], used)
+		portMu.Unlock()
+		if err == nil {
+			err = s.start(ctx, rec, w)
+		}
+		s.mu.Lock()
+		if err != nil {
+			s.errs[name] = err.Error()
+		} else {
+			delete(s.errs, name)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.log.Error("start task", "unit", name, "err", err)
+		}
+	})
+	return nil
+}
+
+func stopReason(wants map[string]want, name string) string {
+	if _, ok := wants[name]; ok {
+		return "definition changed"
+	}
+	return "no job wants it"
+}
+
+func (s *Supervisor) taskOf(jobs []JobRecord, job, task string) *jobspec.Task {
+	for _, j := range jobs {
+		if j.Job.Name == job {
+			return findTask(j.Job, task)
+		}
+	}
+	return nil
+}
+
+// forgetUnit drops the record of a unit nobody wants, unless its job is
+// stopped (then the record keeps the final state for status), and removes
+// its task directory when the instance is no longer part of a live job.
+func (s *Supervisor) forgetUnit(jobs []JobRecord, rec UnitRecord) {
+	if rec.Unit == "" {
+		return
+	}
+	for _, j := range jobs {
+		if j.Job.Name == rec.Job && j.Stopped {
+			return
+		}
+	}
+	if err := s.store.DeleteUnit(rec.Unit); err != nil {
+		s.log.Error("forget unit", "unit", rec.Unit, "err", err)
+	}
+	os.RemoveAll(s.taskDir(rec.Job, rec.Task, rec.Index))
+}
+
+func (s *Supervisor) parallel(names []string, fn func(string)) {
+	sem := make(chan struct{}, s.cfg.Parallel)
+	var wg sync.WaitGroup
+	for _, n := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(n)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Supervisor) recordMap() (map[string]UnitRecord, error) {
+	recs, err := s.store.Units()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]UnitRecord, len(recs))
+	for _, r := range recs {
+		m[r.Unit] = r
+	}
+	return m, nil
+}
+
+func usedPorts(jobs []JobRecord, recs map[string]UnitRecord) map[int]bool {
+	used := map[int]bool{}
+	for _, j := range jobs {
+		if j.Stopped {
+			continue
+		}
+		for _, t := range j.Job.Tasks {
+			for _, p := range t.Ports {
+				if p.Static > 0 {
+					used[p.Static] = true
+				}
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.Final != nil {
+			continue
+		}
+		for _, p := range r.Ports {
+			used[p] = true
+		}
+	}
+	return used
+}
+
+// assignPorts gives the instance its ports: static ones as declared,
+// dynamic ones kept from its previous unit when it had them, else new.
+func (s *Supervisor) assignPorts(name string, w want, old UnitRecord, used map[int]bool) (UnitRecord, error) {
+	rec := UnitRecord{Unit: name, Job: w.job.Name, Task: w.task.Name, Index: w.index, Hash: w.hash, Ports: map[string]int{}}
+	for _, p := range w.task.Ports {
+		switch {
+		case p.Static > 0:
+			rec.Ports[p.Label] = p.Static
+		case old.Ports[p.Label] > 0 && old.Final == nil:
+			rec.Ports[p.Label] = old.Ports[p.Label]
+		default:
+			port, err := s.cfg.Ports.allocate(used)
+			if err != nil {
+				return rec, err
+			}
+			rec.Ports[p.Label] = port
+		}
+	}
+	return rec, nil
+}
+
+func (s *Supervisor) taskDir(job, task string, index int) string {
+	return filepath.Join(s.cfg.DataDir, "tasks", job, task, fmt.Sprint(index))
+}
+
+// start records the instance (before starting, so a crash in between is
+// adopted, not duplicated) and starts its unit.
+func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
+	d, ok := s.cfg.Drivers[w.task.Driver]
+	if !ok {
+		return fmt.Errorf("driver %q is not enabled on this agent", w.task.Driver)
+	}
+	if err := s.store.PutUnit(rec); err != nil {
+		return err
+	}
+	dir := s.taskDir(w.job.Name, w.task.Name, w.index)
+	in := drivers.Instance{
+		Job: w.job, Task: w.task, Index: w.index, Unit: rec.Unit, Slice: s.cfg.Slice,
+		TaskDir: dir, Ports: rec.Ports,
+		Vars: jobspec.VarsFor(w.job, w.task, w.index, dir, rec.Unit, rec.Ports),
+	}
+	spec, err := d.Prepare(ctx, in)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", rec.Unit, err)
+	}
+	s.log.Info("starting unit", "unit", rec.Unit, "argv", drivers.Quote(in.Argv()))
+	return s.sd.Start(ctx, spec, s.cfg.StartTimeout)
+}
+
+// ErrNotFound is returned for a job the agent does not have.
+var ErrNotFound = errors.New("no such job")
