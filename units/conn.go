@@ -147,10 +147,17 @@ func (c *Conn) Start(ctx context.Context, spec Spec, timeout time.Duration) erro
 	}
 	err := start()
 	if IsDBusError(err, errUnitExists) {
+		// A failed unit of that name is still loaded: reset it, which lets
+		// systemd collect it, then retry (collection is not synchronous).
 		if rerr := c.ResetFailed(ctx, spec.Name); rerr != nil {
 			c.log.Debug("reset-failed before retry", "unit", spec.Name, "err", rerr)
 		}
-		err = start()
+		for range 40 {
+			if err = start(); !IsDBusError(err, errUnitExists) {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("start unit %s: %w", spec.Name, err)

@@ -1,0 +1,73 @@
+// Command unitvisor is the agent (`unitvisor agent`) and its client verbs
+// (`job run`, `job stop`, `job status`, `logs`, `validate`, `version`).
+// It only parses flags and wires packages together.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitInvalid = 2
+)
+
+const usage = `usage: unitvisor <command> [flags]
+
+commands:
+  agent [-config FILE]            run the agent
+  job run [-detach] FILE          submit a job and wait until its tasks run
+  job stop [-purge] NAME          stop a job's tasks (each within its kill_timeout)
+  job status [-json] [NAME]       show jobs and their task instances
+  logs [-f] [-n N] JOB [TASK]     show task output from the journal
+  validate FILE                   check a job file; exit 2 if it is invalid
+  version                         print the version
+
+Client commands reach the agent through -socket (default $UNITVISOR_SOCKET or
+/run/unitvisor/unitvisor.sock). Exit codes: 0 ok, 1 failure, 2 invalid input.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitInvalid
+	}
+	switch args[0] {
+	case "agent":
+		return runAgent(args[1:], stderr)
+	case "job":
+		if len(args) < 2 {
+			fmt.Fprint(stderr, usage)
+			return exitInvalid
+		}
+		switch args[1] {
+		case "run":
+			return jobRun(args[2:], stdout, stderr)
+		case "stop":
+			return jobStop(args[2:], stdout, stderr)
+		case "status":
+			return jobStatus(args[2:], stdout, stderr)
+		}
+	case "logs":
+		return logs(args[1:], stdout, stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "unitvisor", version)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "unitvisor: unknown command %q\n\n%s", args[0], usage)
+	return exitInvalid
+}

@@ -1,0 +1,162 @@
+// Package config reads the agent's HCL configuration file and fills in
+// defaults. It knows the agent's settings, nothing about how they are used.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Agent is the agent's configuration.
+type Agent struct {
+	DataDir    string   `hcl:"data_dir,optional"`
+	Socket     string   `hcl:"socket,optional"`
+	LogLevel   string   `hcl:"log_level,optional"`
+	UnitPrefix string   `hcl:"unit_prefix,optional"`
+	Slice      string   `hcl:"slice,optional"`
+	Ports      *Ports   `hcl:"ports,block"`
+	Drivers    []Driver `hcl:"driver,block"`
+}
+
+// Ports is the range dynamic ports are taken from.
+type Ports struct {
+	Min int `hcl:"min"`
+	Max int `hcl:"max"`
+}
+
+// Driver switches one driver on or off.
+type Driver struct {
+	Name    string `hcl:"name,label"`
+	Enabled bool   `hcl:"enabled"`
+}
+
+// Defaults.
+const (
+	DefaultDataDir = "/var/lib/unitvisor"
+	DefaultSocket  = "/run/unitvisor/unitvisor.sock"
+	DefaultPrefix  = "uv"
+	DefaultSlice   = "unitvisor.slice"
+)
+
+// KnownDrivers are the drivers this build has; exec is on unless switched
+// off, the others (raw_exec: no isolation) only when switched on.
+var KnownDrivers = []string{"exec", "raw_exec"}
+
+// Default returns the configuration used without a file.
+func Default() *Agent {
+	a := &Agent{}
+	a.fill()
+	return a
+}
+
+// Load reads path; an empty path means the defaults.
+func Load(path string) (*Agent, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read agent config: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse reads a configuration from src.
+func Parse(filename string, src []byte) (*Agent, error) {
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("agent config: %s", diags.Error())
+	}
+	a := &Agent{}
+	if diags := gohcl.DecodeBody(f.Body, nil, a); diags.HasErrors() {
+		return nil, fmt.Errorf("agent config: %s", diags.Error())
+	}
+	a.fill()
+	if err := a.validate(filename); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) fill() {
+	if a.DataDir == "" {
+		a.DataDir = DefaultDataDir
+	}
+	if a.Socket == "" {
+		a.Socket = DefaultSocket
+	}
+	if a.LogLevel == "" {
+		a.LogLevel = "info"
+	}
+	if a.UnitPrefix == "" {
+		a.UnitPrefix = DefaultPrefix
+	}
+	if a.Slice == "" {
+		a.Slice = DefaultSlice
+	}
+	if a.Ports == nil {
+		a.Ports = &Ports{Min: 20000, Max: 32000}
+	}
+}
+
+func (a *Agent) validate(file string) error {
+	var problems []string
+	if !strings.HasPrefix(a.DataDir, "/") {
+		problems = append(problems, fmt.Sprintf("data_dir %q: use an absolute path", a.DataDir))
+	}
+	if !strings.HasPrefix(a.Socket, "/") {
+		problems = append(problems, fmt.Sprintf("socket %q: use an absolute path", a.Socket))
+	}
+	if _, err := a.Level(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if !strings.HasSuffix(a.Slice, ".slice") {
+		problems = append(problems, fmt.Sprintf("slice %q: a slice name ends in .slice", a.Slice))
+	}
+	if a.Ports.Min < 1024 || a.Ports.Max > 65535 || a.Ports.Min > a.Ports.Max {
+		problems = append(problems, fmt.Sprintf("ports %d-%d: want 1024 <= min <= max <= 65535", a.Ports.Min, a.Ports.Max))
+	}
+	for _, d := range a.Drivers {
+		if !known(d.Name) {
+			problems = append(problems, fmt.Sprintf("driver %q: unknown; known drivers: %s", d.Name, strings.Join(KnownDrivers, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("agent config %s:\n  %s", file, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+func known(name string) bool {
+	for _, k := range KnownDrivers {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DriverEnabled reports whether a driver is switched on.
+func (a *Agent) DriverEnabled(name string) bool {
+	for _, d := range a.Drivers {
+		if d.Name == name {
+			return d.Enabled
+		}
+	}
+	return name == "exec"
+}
+
+// Level parses log_level.
+func (a *Agent) Level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(a.LogLevel)); err != nil {
+		return l, fmt.Errorf("log_level %q: use debug, info, warn or error", a.LogLevel)
+	}
+	return l, nil
+}

@@ -1,0 +1,8 @@
+job "web" {
+  task "api" {
+    driver "exec"
+    config {
+      command = "/bin/true"
+    }
+  }
+}

@@ -1,0 +1,7 @@
+job "a" {
+  task "t" {
+    driver = "exec"
+    config { command = "/bin/true" }
+  }
+}
+job "b" {}
