@@ -87,9 +87,12 @@ func Base(in Instance) []units.Property {
 
 // RestartProperties expresses a restart policy in systemd's own terms, so
 // a crashed task restarts even while the agent is down: at most Attempts
-// restarts within Interval, Delay apart, then the unit fails. (systemd 252
-// allows StartLimitBurst restarts of a failing service before it gives up.)
-// Mode "delay" is the agent's: it waits out the interval and starts again.
+// restarts within Interval, Delay apart, then the unit fails. The start
+// limit counts the first start too, hence a burst of Attempts+1 (checked on
+// systemd 252: burst 2 gives 2 runs, then "Start request repeated too
+// quickly" and the unit fails with Result=exit-code; NRestarts also counts
+// the refused restart). Mode "delay" is the agent's: it waits out the
+// interval and starts again.
 func RestartProperties(p jobspec.RestartPolicy) []units.Property {
 	if p.Attempts == 0 {
 		return []units.Property{units.String("Restart", "no")}
@@ -98,7 +101,7 @@ func RestartProperties(p jobspec.RestartPolicy) []units.Property {
 		units.String("Restart", "on-failure"),
 		units.USec("RestartUSec", p.Delay),
 		units.USec("StartLimitIntervalUSec", p.Interval),
-		units.Uint32("StartLimitBurst", uint32(p.Attempts)),
+		units.Uint32("StartLimitBurst", uint32(p.Attempts+1)),
 	}
 }
 

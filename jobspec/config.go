@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
 )
 
 // driverConfigFields lists, per driver, the attributes allowed in the
@@ -60,18 +59,15 @@ func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string) C
 		fields = allConfigFields()
 	}
 	schema := attributeSchema(fields...)
-	for _, item := range unknownItems(block.Body, schema) {
+	attrs := d.contentWith(block.Body, schema, func(item bodyItem) {
 		if owners := driversWithField(item.name); driver != "" && len(owners) > 0 {
 			d.errorf(item.rng, "Invalid config attribute",
 				"%q is a config attribute of driver %s, not of driver %q; allowed: %s",
 				item.name, strings.Join(owners, ", "), driver, strings.Join(fields, ", "))
-			continue
+			return
 		}
 		d.reportUnknown(item, schema, "config")
-	}
-	content, _, diags := block.Body.PartialContent(schema)
-	d.addHCL(diags)
-	attrs := content.Attributes
+	}).Attributes
 
 	for _, name := range driverRequiredFields[driver] {
 		if attrs[name] == nil {
@@ -115,28 +111,30 @@ func (d *decoder) decodeCommand(a *hcl.Attribute, vars []string) string {
 // decodeArgs decodes config.args, a list of strings that may reference
 // vars.
 func (d *decoder) decodeArgs(a *hcl.Attribute, vars []string) []string {
-	exprs, diags := hcl.ExprList(a.Expr)
-	if diags.HasErrors() {
-		// Not a list literal; only an empty list ([] in native syntax has
-		// no element expressions) is fine.
-		val, ok := d.evalInterpolated(a.Expr, vars, "args")
-		if ok && !isEmptyList(val) {
-			d.errorf(a.Expr.Range(), "Invalid args",
-				`args must be a list of strings, e.g. args = ["-m", "http.server"]; got %s`, val.Type().FriendlyName())
+	var args []string
+	if exprs, diags := hcl.ExprList(a.Expr); !diags.HasErrors() {
+		// A list literal: check each element, with its own position.
+		for i, e := range exprs {
+			if s, ok := d.interpolatedString(e, fmt.Sprintf("args[%d]", i), vars); ok {
+				args = append(args, s)
+			}
 		}
+		return args
+	}
+	// Another expression, or [] (which has no element expressions).
+	val, ok := d.evalInterpolated(a.Expr, vars, "args")
+	if !ok {
 		return nil
 	}
-	var args []string
-	for i, e := range exprs {
-		if s, ok := d.interpolatedString(e, fmt.Sprintf("args[%d]", i), vars); ok {
+	if ty := val.Type(); !ty.IsTupleType() && !ty.IsListType() {
+		d.errorf(a.Expr.Range(), "Invalid args",
+			`args must be a list of strings, e.g. args = ["-m", "http.server"]; got %s`, ty.FriendlyName())
+		return nil
+	}
+	for i, elem := range val.AsValueSlice() {
+		if s, ok := d.toString(a.Expr, elem, fmt.Sprintf("args[%d]", i)); ok {
 			args = append(args, s)
 		}
 	}
 	return args
-}
-
-// isEmptyList reports whether val is a known, empty tuple or list.
-func isEmptyList(val cty.Value) bool {
-	ty := val.Type()
-	return (ty.IsTupleType() || ty.IsListType()) && val.IsKnown() && !val.IsNull() && val.LengthInt() == 0
 }

@@ -45,8 +45,22 @@ func (d *decoder) addHCL(diags hcl.Diagnostics) {
 // and reports everything else in body as unknown; where names the body in
 // messages, e.g. `task "api"`.
 func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema, where string) *hcl.BodyContent {
-	for _, item := range unknownItems(body, schema) {
+	return d.contentWith(body, schema, func(item bodyItem) {
 		d.reportUnknown(item, schema, where)
+	})
+}
+
+// contentWith is content with a custom report of unknown items.
+func (d *decoder) contentWith(body hcl.Body, schema *hcl.BodySchema, report func(bodyItem)) *hcl.BodyContent {
+	items, ok := unknownItems(body, schema)
+	if !ok {
+		// HCL reports the unknown items, in its own words.
+		content, diags := body.Content(schema)
+		d.addHCL(diags)
+		return content
+	}
+	for _, item := range items {
+		report(item)
 	}
 	content, _, diags := body.PartialContent(schema)
 	d.addHCL(diags)
@@ -62,8 +76,10 @@ type bodyItem struct {
 }
 
 // unknownItems returns the items of body that schema does not describe.
-func unknownItems(body hcl.Body, schema *hcl.BodySchema) []bodyItem {
-	var items []bodyItem
+// ok is false if they cannot be listed: for a JSON body that is not a
+// single object (HCL also accepts an array of objects) or that has
+// duplicate properties.
+func unknownItems(body hcl.Body, schema *hcl.BodySchema) (items []bodyItem, ok bool) {
 	if native, ok := body.(*hclsyntax.Body); ok {
 		for name, a := range native.Attributes {
 			if !hasAttribute(schema, name) {
@@ -75,17 +91,19 @@ func unknownItems(body hcl.Body, schema *hcl.BodySchema) []bodyItem {
 				items = append(items, bodyItem{"block", b.Type, b.TypeRange})
 			}
 		}
-		return items
+		return items, true
 	}
-	// JSON: every property is an attribute or a block. Errors (such as a
-	// body that is not an object) are reported by PartialContent.
-	attrs, _ := body.JustAttributes()
+	// JSON: every property is an attribute or a block.
+	attrs, diags := body.JustAttributes()
+	if diags.HasErrors() {
+		return nil, false
+	}
 	for name, a := range attrs {
 		if !hasAttribute(schema, name) && !hasBlock(schema, name) {
 			items = append(items, bodyItem{"property", name, a.NameRange})
 		}
 	}
-	return items
+	return items, true
 }
 
 // reportUnknown records an item that schema does not describe.
@@ -221,6 +239,10 @@ func (d *decoder) stringAttr(a *hcl.Attribute) (string, bool) {
 // toString converts val, the value of expr, to a string without NUL
 // characters.
 func (d *decoder) toString(expr hcl.Expression, val cty.Value, what string) (string, bool) {
+	if val.IsNull() || !val.IsKnown() {
+		d.errorf(expr.Range(), "Invalid value", "%s must be a string, not null", what)
+		return "", false
+	}
 	str, err := convert.Convert(val, cty.String)
 	if err != nil {
 		d.errorf(expr.Range(), "Invalid type", "%s must be a string, got %s", what, val.Type().FriendlyName())

@@ -29,6 +29,9 @@ func FuzzParse(f *testing.F) {
 			f.Add(filepath.Ext(file) == ".json", src)
 		}
 	}
+	for _, tt := range validTests {
+		f.Add(filepath.Ext(tt.filename) == ".json", []byte(tt.src))
+	}
 	f.Fuzz(func(t *testing.T, isJSON bool, src []byte) {
 		filename := "fuzz.hcl"
 		if isJSON {

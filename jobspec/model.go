@@ -17,11 +17,11 @@ type Job struct {
 type Task struct {
 	Name   string            `json:"name"`
 	Driver string            `json:"driver"`
-	Count  int               `json:"count"`
+	Count  int               `json:"count"` // 1 to 1000, default 1
 	Config Config            `json:"config"`
-	Env    map[string]string `json:"env,omitempty"`
-	Ports  []Port            `json:"ports,omitempty"`
-	User   string            `json:"user,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`   // values may contain ${UNITVISOR_*}
+	Ports  []Port            `json:"ports,omitempty"` // labels unique in the task
+	User   string            `json:"user,omitempty"`  // user name or numeric uid, optional
 
 	Restart     RestartPolicy `json:"restart"`
 	KillSignal  string        `json:"kill_signal"`  // canonical name, e.g. "SIGTERM"
@@ -30,6 +30,7 @@ type Task struct {
 
 // Config is the driver configuration of a task. Fields belong to drivers;
 // validation checks that only the fields of the task's driver are set.
+// Command and Args may contain ${UNITVISOR_*} references, see Interpolate.
 type Config struct {
 	// exec, raw_exec
 	Command string   `json:"command,omitempty"`
@@ -49,7 +50,8 @@ const (
 )
 
 // RestartPolicy says how often a failing task is restarted: at most Attempts
-// restarts within Interval, Delay apart; then Mode decides.
+// restarts within Interval, Delay apart; then Mode decides. The defaults are
+// Nomad's: 2 attempts in 30m, 15s apart, mode "fail".
 type RestartPolicy struct {
 	Attempts int           `json:"attempts"`
 	Interval time.Duration `json:"interval"`

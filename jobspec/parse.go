@@ -91,13 +91,10 @@ type staticPort struct {
 
 // decodeFile decodes the single job of a file.
 func (d *decoder) decodeFile(body hcl.Body) *Job {
-	before := len(d.diags)
 	content := d.content(body, fileSchema, "the file")
 	if len(content.Blocks) == 0 {
-		if len(d.diags) == before {
-			d.errorf(content.MissingItemRange, "Missing job",
-				`the file defines no job; add job "name" { task "name" { ... } }`)
-		}
+		d.errorf(content.MissingItemRange, "Missing job",
+			`the file defines no job; add job "name" { task "name" { ... } }`)
 		return nil
 	}
 	first := content.Blocks[0]
@@ -115,9 +112,8 @@ func (d *decoder) decodeJob(block *hcl.Block) *Job {
 	job := &Job{Name: block.Labels[0]}
 	d.check(block.LabelRanges[0], "Invalid job name", checkName("job", job.Name))
 
-	before := len(d.diags)
 	content := d.content(block.Body, jobSchema, fmt.Sprintf("job %q", job.Name))
-	if len(content.Blocks) == 0 && len(d.diags) == before {
+	if len(content.Blocks) == 0 {
 		d.errorf(block.DefRange, "Missing task",
 			`job %q has no tasks; add at least one task "name" { driver = "exec" ... }`, job.Name)
 	}

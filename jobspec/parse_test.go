@@ -40,28 +40,29 @@ func with(t *Task, change func(*Task)) *Task {
 	return t
 }
 
-func TestParseValid(t *testing.T) {
-	tests := []struct {
-		name     string
-		filename string
-		src      string
-		want     *Job
-	}{
-		{
-			name:     "defaults",
-			filename: "min.hcl",
-			src: `job "web" {
+// validTests are valid job files and the jobs they parse to; FuzzParse
+// uses them as seeds too.
+var validTests = []struct {
+	name     string
+	filename string
+	src      string
+	want     *Job
+}{
+	{
+		name:     "defaults",
+		filename: "min.hcl",
+		src: `job "web" {
 				task "api" {
 					driver = "exec"
 					config { command = "/bin/true" }
 				}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{defaults("api", "exec", "/bin/true")}},
-		},
-		{
-			name:     "all fields",
-			filename: "full.hcl",
-			src: `job "web.v2" {
+		want: &Job{Name: "web", Tasks: []*Task{defaults("api", "exec", "/bin/true")}},
+	},
+	{
+		name:     "all fields",
+		filename: "full.hcl",
+		src: `job "web.v2" {
 				task "api_1" {
 					driver = "raw_exec"
 					count  = 1000
@@ -86,48 +87,48 @@ func TestParseValid(t *testing.T) {
 					kill_timeout = "1h"
 				}
 			}`,
-			want: &Job{Name: "web.v2", Tasks: []*Task{{
-				Name:   "api_1",
-				Driver: "raw_exec",
-				Count:  1000,
-				Config: Config{
-					Command: "${UNITVISOR_TASK_DIR}/bin/api",
-					Args:    []string{"--port=${UNITVISOR_PORT_http}", "--unit", "${UNITVISOR_UNIT}", "42", "true"},
-				},
-				Env: map[string]string{
-					"A":  "${UNITVISOR_JOB}-${UNITVISOR_TASK}-${UNITVISOR_INDEX}",
-					"_b": "1",
-				},
-				Ports: []Port{{Label: "http"}, {Label: "metrics"}},
-				User:  "www-data",
-				Restart: RestartPolicy{
-					Attempts: 0,
-					Interval: 90 * time.Second,
-					Delay:    0,
-					Mode:     RestartModeDelay,
-				},
-				KillSignal:  "SIGINT",
-				KillTimeout: time.Hour,
-			}}},
-		},
-		{
-			name:     "partial restart keeps other defaults",
-			filename: "restart.hcl",
-			src: `job "web" {
+		want: &Job{Name: "web.v2", Tasks: []*Task{{
+			Name:   "api_1",
+			Driver: "raw_exec",
+			Count:  1000,
+			Config: Config{
+				Command: "${UNITVISOR_TASK_DIR}/bin/api",
+				Args:    []string{"--port=${UNITVISOR_PORT_http}", "--unit", "${UNITVISOR_UNIT}", "42", "true"},
+			},
+			Env: map[string]string{
+				"A":  "${UNITVISOR_JOB}-${UNITVISOR_TASK}-${UNITVISOR_INDEX}",
+				"_b": "1",
+			},
+			Ports: []Port{{Label: "http"}, {Label: "metrics"}},
+			User:  "www-data",
+			Restart: RestartPolicy{
+				Attempts: 0,
+				Interval: 90 * time.Second,
+				Delay:    0,
+				Mode:     RestartModeDelay,
+			},
+			KillSignal:  "SIGINT",
+			KillTimeout: time.Hour,
+		}}},
+	},
+	{
+		name:     "partial restart keeps other defaults",
+		filename: "restart.hcl",
+		src: `job "web" {
 				task "api" {
 					driver = "exec"
 					config { command = "/bin/true" }
 					restart { attempts = 5 }
 				}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{with(defaults("api", "exec", "/bin/true"), func(t *Task) {
-				t.Restart.Attempts = 5
-			})}},
-		},
-		{
-			name:     "signal spellings and numeric uid",
-			filename: "signals.hcl",
-			src: `job "web" {
+		want: &Job{Name: "web", Tasks: []*Task{with(defaults("api", "exec", "/bin/true"), func(t *Task) {
+			t.Restart.Attempts = 5
+		})}},
+	},
+	{
+		name:     "signal spellings and numeric uid",
+		filename: "signals.hcl",
+		src: `job "web" {
 				task "a" {
 					driver = "exec"
 					config { command = "/bin/true" }
@@ -147,16 +148,16 @@ func TestParseValid(t *testing.T) {
 					user = "machine$"
 				}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{
-				with(defaults("a", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGHUP", "1000" }),
-				with(defaults("b", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGKILL", "_apt" }),
-				with(defaults("c", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGWINCH", "machine$" }),
-			}},
-		},
-		{
-			name:     "literal text and non-unitvisor references pass through",
-			filename: "literal.hcl",
-			src: `job "web" {
+		want: &Job{Name: "web", Tasks: []*Task{
+			with(defaults("a", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGHUP", "1000" }),
+			with(defaults("b", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGKILL", "_apt" }),
+			with(defaults("c", "exec", "/bin/true"), func(t *Task) { t.KillSignal, t.User = "SIGWINCH", "machine$" }),
+		}},
+	},
+	{
+		name:     "literal text and non-unitvisor references pass through",
+		filename: "literal.hcl",
+		src: `job "web" {
 				task "api" {
 					driver = "exec"
 					config {
@@ -166,15 +167,15 @@ func TestParseValid(t *testing.T) {
 					env { P = "${PATH}:/opt/bin" }
 				}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{with(defaults("api", "exec", "/bin/sh"), func(t *Task) {
-				t.Config.Args = []string{"-c", "echo $HOME ${PATH} ${PATH} ${a.b} ${UNITVISOR_NOPE} %{x}"}
-				t.Env = map[string]string{"P": "${PATH}:/opt/bin"}
-			})}},
-		},
-		{
-			name:     "static ports in several tasks",
-			filename: "ports.hcl",
-			src: `job "web" {
+		want: &Job{Name: "web", Tasks: []*Task{with(defaults("api", "exec", "/bin/sh"), func(t *Task) {
+			t.Config.Args = []string{"-c", "echo $HOME ${PATH} ${PATH} ${a.b} ${UNITVISOR_NOPE} %{x}"}
+			t.Env = map[string]string{"P": "${PATH}:/opt/bin"}
+		})}},
+	},
+	{
+		name:     "static ports in several tasks",
+		filename: "ports.hcl",
+		src: `job "web" {
 				task "a" {
 					driver = "exec"
 					config { command = "/bin/true" }
@@ -189,20 +190,20 @@ func TestParseValid(t *testing.T) {
 					port "other" {}
 				}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{
-				with(defaults("a", "exec", "/bin/true"), func(t *Task) {
-					t.Ports = []Port{{Label: "http", Static: 8080}, {Label: "any"}}
-				}),
-				with(defaults("b", "exec", "/bin/true"), func(t *Task) {
-					t.Count = 3
-					t.Ports = []Port{{Label: "http"}, {Label: "other"}}
-				}),
-			}},
-		},
-		{
-			name:     "json with task array, comments and empty args",
-			filename: "web.json",
-			src: `{
+		want: &Job{Name: "web", Tasks: []*Task{
+			with(defaults("a", "exec", "/bin/true"), func(t *Task) {
+				t.Ports = []Port{{Label: "http", Static: 8080}, {Label: "any"}}
+			}),
+			with(defaults("b", "exec", "/bin/true"), func(t *Task) {
+				t.Count = 3
+				t.Ports = []Port{{Label: "http"}, {Label: "other"}}
+			}),
+		}},
+	},
+	{
+		name:     "json with task array, comments and empty args",
+		filename: "web.json",
+		src: `{
 				"//": "comment",
 				"job": {"web": {
 					"task": [
@@ -211,15 +212,17 @@ func TestParseValid(t *testing.T) {
 					]
 				}}
 			}`,
-			want: &Job{Name: "web", Tasks: []*Task{
-				defaults("a", "exec", "/bin/true"),
-				with(defaults("b", "raw_exec", "/bin/echo"), func(t *Task) {
-					t.Config.Args = []string{"$HOME", "${PATH}", "${UNITVISOR_X}"}
-				}),
-			}},
-		},
-	}
-	for _, tt := range tests {
+		want: &Job{Name: "web", Tasks: []*Task{
+			defaults("a", "exec", "/bin/true"),
+			with(defaults("b", "raw_exec", "/bin/echo"), func(t *Task) {
+				t.Config.Args = []string{"$HOME", "${PATH}", "${UNITVISOR_X}"}
+			}),
+		}},
+	},
+}
+
+func TestParseValid(t *testing.T) {
+	for _, tt := range validTests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse(tt.filename, []byte(tt.src))
 			if err != nil {

@@ -208,11 +208,15 @@ func findTask(j *jobspec.Job, name string) *jobspec.Task {
 
 // TaskHash identifies a task's definition: a unit whose recorded hash
 // differs runs an old definition and is replaced.
+// The count is left out: scaling adds or removes instances, it does not
+// change the ones that stay.
 func TaskHash(job string, t *jobspec.Task) string {
+	def := *t
+	def.Count = 0
 	b, _ := json.Marshal(struct {
 		Job  string
-		Task *jobspec.Task
-	}{job, t})
+		Task jobspec.Task
+	}{job, def})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -44,6 +44,9 @@ func (s State) Failed() bool { return s.ActiveState == "failed" }
 func (s State) Exit() string {
 	switch s.ExecMainCode {
 	case CodeExited:
+		if name, ok := systemdExit[s.ExecMainStatus]; ok {
+			return fmt.Sprintf("exit code %d/%s", s.ExecMainStatus, name)
+		}
 		return fmt.Sprintf("exit code %d", s.ExecMainStatus)
 	case CodeKilled, CodeDumped:
 		return fmt.Sprintf("signal %d", s.ExecMainStatus)
@@ -104,3 +107,18 @@ func usecTime(v dbus.Variant) time.Time {
 // stateProperties are the properties a full read fetches.
 var unitProps = []string{"ActiveState", "SubState", "InvocationID", "ActiveEnterTimestamp", "StateChangeTimestamp"}
 var serviceProps = []string{"Result", "ExecMainCode", "ExecMainStatus", "MainPID", "NRestarts"}
+
+// systemdExit names the exit codes systemd itself uses when it could not
+// set up or exec the process (systemd.exec(5), "Process Exit Codes").
+var systemdExit = map[int32]string{
+	200: "CHDIR", 201: "NICE", 202: "FDS", 203: "EXEC", 204: "MEMORY", 205: "LIMITS",
+	206: "OOM_ADJUST", 207: "SIGNAL_MASK", 208: "STDIN", 209: "STDOUT", 210: "CHROOT",
+	211: "IOPRIO", 212: "TIMERSLACK", 213: "SECUREBITS", 214: "SETSCHEDULER",
+	215: "CPUAFFINITY", 216: "GROUP", 217: "USER", 218: "CAPABILITIES", 219: "CGROUP",
+	220: "SETSID", 221: "CONFIRM", 222: "STDERR", 224: "PAM", 225: "NETWORK",
+	226: "NAMESPACE", 227: "NO_NEW_PRIVILEGES", 228: "SECCOMP", 229: "SELINUX_CONTEXT",
+	230: "PERSONALITY", 231: "APPARMOR_PROFILE", 232: "ADDRESS_FAMILIES",
+	233: "RUNTIME_DIRECTORY", 235: "CHOWN", 236: "SMACK_PROCESS_LABEL", 237: "KEYRING",
+	238: "STATE_DIRECTORY", 239: "CACHE_DIRECTORY", 240: "LOGS_DIRECTORY",
+	241: "CONFIGURATION_DIRECTORY", 242: "NUMA_POLICY", 243: "CREDENTIALS",
+}

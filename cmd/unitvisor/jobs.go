@@ -50,6 +50,7 @@ func jobRun(args []string, stdout, stderr io.Writer) int {
 	socket := socketFlag(fs)
 	detach := fs.Bool("detach", false, "return once the agent has accepted the job")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the tasks to run")
+	healthy := fs.Duration("min-healthy", 2*time.Second, "how long every instance must keep running to count as up")
 	if fs.Parse(args) != nil || fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: unitvisor job run [-detach] [-timeout D] FILE")
 		return exitInvalid
@@ -81,14 +82,18 @@ func jobRun(args []string, stdout, stderr io.Writer) int {
 	if *detach {
 		return exitOK
 	}
-	return follow(c, res.Job, *timeout, stdout, stderr)
+	return follow(c, res.Job, *timeout, *healthy, stdout, stderr)
 }
 
 // follow prints each instance's status as it changes until every instance
 // has settled; it fails when one did not come up.
-func follow(c *client, job string, timeout time.Duration, stdout, stderr io.Writer) int {
+// An instance counts as up once it has kept running, without a restart, for
+// minHealthy: a task that crashes right after exec is not reported as up.
+func follow(c *client, job string, timeout, minHealthy time.Duration, stdout, stderr io.Writer) int {
 	deadline := waitFor(timeout)
 	seen := map[string]string{}
+	upSince := map[string]time.Time{}
+	invocation := map[string]string{}
 	time.Sleep(100 * time.Millisecond)
 	for {
 		var st supervisor.JobStatus
@@ -106,7 +111,18 @@ func follow(c *client, job string, timeout time.Duration, stdout, stderr io.Writ
 				seen[in.Unit] = line
 				fmt.Fprintf(stdout, "  %s[%d] %s: %s\n", in.Task, in.Index, in.Unit, line)
 			}
-			settled = settled && in.Done()
+			inv := ""
+			if in.State != nil {
+				inv = fmt.Sprint(in.State.InvocationID, in.State.NRestarts, in.State.MainPID)
+			}
+			if !in.OK() || invocation[in.Unit] != inv {
+				delete(upSince, in.Unit)
+			} else if upSince[in.Unit].IsZero() {
+				upSince[in.Unit] = time.Now()
+			}
+			invocation[in.Unit] = inv
+			stable := in.Status == supervisor.StatusComplete || !upSince[in.Unit].IsZero() && time.Since(upSince[in.Unit]) >= minHealthy
+			settled = settled && in.Done() && (!in.OK() || stable)
 			ok = ok && in.OK()
 		}
 		if settled {

@@ -1,0 +1,157 @@
+package sdtest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/unitvisor once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "uvbin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "unitvisor")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/unitvisor/unitvisor/cmd/unitvisor").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Agent is a unitvisor agent process started by a test, with its own data
+// dir, socket and unit prefix.
+type Agent struct {
+	t       testing.TB
+	Bin     string
+	Prefix  string
+	DataDir string
+	Socket  string
+	Config  string
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+}
+
+// StartAgent starts an agent; extra is appended to its HCL config. The
+// data dir lives under /var/lib, not /tmp: exec tasks get a private /tmp
+// and would not see their task directories there.
+func StartAgent(t testing.TB, extra string) *Agent {
+	t.Helper()
+	Conn(t) // fail early without systemd
+	namer := Prefix(t)
+	root, err := os.MkdirTemp("/var/lib", "uvtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil { // tasks run as other users
+		t.Fatal(err)
+	}
+	a := &Agent{t: t, Bin: Binary(t), Prefix: namer.Prefix,
+		DataDir: filepath.Join(root, "data"), Socket: filepath.Join(root, "uv.sock"),
+		Config: filepath.Join(root, "agent.hcl")}
+	cfg := fmt.Sprintf("data_dir = %q\nsocket = %q\nunit_prefix = %q\nlog_level = \"debug\"\n%s\n", a.DataDir, a.Socket, a.Prefix, extra)
+	if err := os.WriteFile(a.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	t.Cleanup(func() {
+		a.Kill()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", a.log.String())
+		}
+	})
+	return a
+}
+
+// Start (re)starts the agent process and waits until its API answers.
+func (a *Agent) Start() {
+	a.t.Helper()
+	a.log = &bytes.Buffer{}
+	a.cmd = exec.Command(a.Bin, "agent", "-config", a.Config)
+	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
+	if err := a.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	Eventually(a.t, 15*time.Second, "agent socket", func() bool {
+		c, err := net.Dial("unix", a.Socket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// Kill sends SIGKILL to the agent (tasks must survive it).
+func (a *Agent) Kill() {
+	if a.cmd != nil && a.cmd.Process != nil {
+		a.cmd.Process.Kill()
+		a.cmd.Wait()
+		a.cmd = nil
+	}
+}
+
+// Log returns what the agent logged so far.
+func (a *Agent) Log() string { return a.log.String() }
+
+// Unit returns the unit name of a task instance of this agent.
+func (a *Agent) Unit(job, task string, index int) string {
+	return fmt.Sprintf("%s-%s-%s@%d.service", a.Prefix, job, task, index)
+}
+
+// CLI runs the unitvisor client against this agent and returns its
+// combined output and exit code.
+func (a *Agent) CLI(args ...string) (string, int) {
+	a.t.Helper()
+	cmd := exec.Command(a.Bin, args...)
+	cmd.Env = append(os.Environ(), "UNITVISOR_SOCKET="+a.Socket)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		a.t.Fatalf("run %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+// MustCLI runs the client and fails the test on a non-zero exit.
+func (a *Agent) MustCLI(args ...string) string {
+	a.t.Helper()
+	out, code := a.CLI(args...)
+	if code != 0 {
+		a.t.Fatalf("unitvisor %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+// WriteJob writes a job file into a temp dir and returns its path.
+func WriteJob(t testing.TB, name, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,75 @@
+//go:build integration
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/unitvisor/unitvisor/internal/sdtest"
+	"github.com/unitvisor/unitvisor/supervisor"
+)
+
+func status(t *testing.T, a *sdtest.Agent, job string) supervisor.JobStatus {
+	t.Helper()
+	out := a.MustCLI("job", "status", "-json", job)
+	var js []supervisor.JobStatus
+	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) != 1 {
+		t.Fatalf("job status -json: %v\n%s", err, out)
+	}
+	return js[0]
+}
+
+func instance(t *testing.T, a *sdtest.Agent, job, task string, index int) supervisor.InstanceStatus {
+	t.Helper()
+	for _, in := range status(t, a, job).Instances {
+		if in.Task == task && in.Index == index {
+			return in
+		}
+	}
+	t.Fatalf("no instance %s[%d] in job %s", task, index, job)
+	return supervisor.InstanceStatus{}
+}
+
+func journal(t *testing.T, match ...string) string {
+	t.Helper()
+	out, err := exec.Command("journalctl", append([]string{"-q", "--no-pager", "-o", "cat"}, match...)...).Output()
+	if err != nil {
+		t.Fatalf("journalctl %v: %v", match, err)
+	}
+	return string(out)
+}
+
+func mainPID(t *testing.T, unit string) int {
+	t.Helper()
+	pid, _ := strconv.Atoi(sdtest.Show(t, unit, "MainPID"))
+	return pid
+}
+
+// procUID returns the real uid of a process.
+func procUID(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	t.Fatal("no Uid in status")
+	return ""
+}
+
+func waitActive(t *testing.T, units ...string) {
+	t.Helper()
+	for _, u := range units {
+		sdtest.Eventually(t, 20*time.Second, u+" active", func() bool { return sdtest.Show(t, u, "ActiveState") == "active" })
+	}
+}
