@@ -158,6 +158,22 @@ func (s *Store) DeleteJob(name string) error {
 	return nil
 }
 
+// PutUnits stores several unit records in one transaction (one fsync).
+func (s *Store) PutUnits(recs []UnitRecord) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range recs {
+			if err := put(tx, bucketUnits, r.Unit, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store units: %w", err)
+	}
+	return nil
+}
+
 // PutUnit stores a unit record.
 func (s *Store) PutUnit(rec UnitRecord) error {
 	err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketUnits, rec.Unit, rec) })

@@ -89,7 +89,7 @@ func New(cfg Config, store *Store, sd Systemd, states UnitStates, log *slog.Logg
 		cfg.StartTimeout = 30 * time.Second
 	}
 	if cfg.Parallel == 0 {
-		cfg.Parallel = 32
+		cfg.Parallel = 128
 	}
 	return &Supervisor{
 		cfg: cfg, log: log, store: store, sd: sd, states: states,
@@ -257,6 +257,13 @@ func (s *Supervisor) desired(jobs []JobRecord) (map[string]want, error) {
 func (s *Supervisor) reconcile(ctx context.Context) error {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	began := time.Now()
+	var nStart, nStop int
+	defer func() {
+		if nStart+nStop > 0 {
+			s.log.Info("reconciled", "started", nStart, "stopped", nStop, "took", time.Since(began))
+		}
+	}()
 	jobs, err := s.store.Jobs()
 	if err != nil {
 		return err
@@ -303,6 +310,7 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 	}
 	sort.Strings(stops)
 	sort.Strings(starts)
+	nStart, nStop = len(starts), len(stops)
 	s.parallel(stops, func(name string) {
 		wait := 10 * time.Second
 		if w, ok := wants[name]; ok {
@@ -321,18 +329,31 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 			s.forgetUnit(jobs, recs[name])
 		}
 	})
+	// Record every instance before starting any (one transaction), so a
+	// crash in between is adopted, not duplicated.
 	used := usedPorts(jobs, recs)
-	var portMu sync.Mutex
+	next := make(map[string]UnitRecord, len(starts))
+	portErrs := map[string]error{}
+	batch := make([]UnitRecord, 0, len(starts))
+	for _, name := range starts {
+		rec, err := s.assignPorts(name, wants[name], recs[name], used)
+		if err != nil {
+			portErrs[name] = err
+			continue
+		}
+		next[name] = rec
+		batch = append(batch, rec)
+	}
+	if err := s.store.PutUnits(batch); err != nil {
+		return err
+	}
 	s.parallel(starts, func(name string) {
-		w := wants[name]
 		s.mu.Lock()
 		delete(s.retryAt, name)
 		s.mu.Unlock()
-		portMu.Lock()
-		rec, err := s.assignPorts(name, w, recs[name], used)
-		portMu.Unlock()
+		err := portErrs[name]
 		if err == nil {
-			err = s.start(ctx, rec, w)
+			err = s.start(ctx, next[name], wants[name])
 		}
 		s.mu.Lock()
 		if err != nil {
@@ -458,15 +479,11 @@ func (s *Supervisor) taskDir(job, task string, index int) string {
 	return filepath.Join(s.cfg.DataDir, "tasks", job, task, fmt.Sprint(index))
 }
 
-// start records the instance (before starting, so a crash in between is
-// adopted, not duplicated) and starts its unit.
+// start prepares the instance with its driver and starts its unit.
 func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
 	d, ok := s.cfg.Drivers[w.task.Driver]
 	if !ok {
 		return fmt.Errorf("driver %q is not enabled on this agent", w.task.Driver)
-	}
-	if err := s.store.PutUnit(rec); err != nil {
-		return err
 	}
 	dir := s.taskDir(w.job.Name, w.task.Name, w.index)
 	in := drivers.Instance{

@@ -112,6 +112,9 @@ func (a *Agent) Kill() {
 	}
 }
 
+// PID is the agent's process id.
+func (a *Agent) PID() int { return a.cmd.Process.Pid }
+
 // Log returns what the agent logged so far.
 func (a *Agent) Log() string { return a.log.String() }
 
