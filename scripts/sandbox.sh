@@ -11,6 +11,12 @@ set -euo pipefail
 
 name=${UV_SANDBOX_NAME:-uvtest}
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The checkout is bound into the sandbox at the same path, except under /tmp
+# or /var/tmp: the sandbox's systemd-tmpfiles --boot would empty it there.
+case "$top/" in
+/tmp/*|/var/tmp/*) inside=/opt/unitvisor-src ;;
+*) inside=$top ;;
+esac
 state=/run/unitvisor-sandbox-$name
 mkdir -p "$state"
 
@@ -32,7 +38,7 @@ start() {
 	local gomod gocache binds=()
 	gomod=$(go env GOMODCACHE); gocache=$(go env GOCACHE)
 	mkdir -p "$gomod" "$gocache"
-	binds+=(--bind="$top" --bind="$gomod" --bind="$gocache")
+	binds+=(--bind="$top:$inside" --bind="$gomod" --bind="$gocache")
 	for extra in ${UV_SANDBOX_BINDS:-}; do binds+=(--bind="$extra"); done
 	# Services a Debian package enabled on the host would start inside too and
 	# take shared ports; tests start their own instances.
@@ -84,7 +90,7 @@ exec_in() {
 	nsenter -t "$l" -a env -i PATH="/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
 		HOME=/root GOMODCACHE="$(go env GOMODCACHE)" GOCACHE="$(go env GOCACHE)" GOFLAGS="$(go env GOFLAGS)" \
 		GOPROXY="$(go env GOPROXY)" CI="${CI:-}" TERM="${TERM:-dumb}" ${UV_SANDBOX_ENV:-} \
-		sh -c 'cd "$0" && exec "$@"' "$top" "$@"
+		sh -c 'cd "$0" && exec "$@"' "$inside" "$@"
 }
 
 cmd=${1:-}; shift || true
