@@ -95,3 +95,34 @@ func TestRestartLimitSemantics(t *testing.T) {
 	time.Sleep(time.Second)
 	t.Logf("NRestarts=%s Result=%s ExecMainStatus=%s", sdtest.Show(t, name, "NRestarts"), sdtest.Show(t, name, "Result"), sdtest.Show(t, name, "ExecMainStatus"))
 }
+
+// After a daemon-reexec (systemd re-executes and re-attaches to the bus)
+// starts must work and the watcher must keep seeing signals: systemd keeps
+// its subscribers across the re-exec, and where a connection does drop
+// (a private connection, a bus restart) the Conn and the Watcher redial.
+func TestSurvivesDaemonReexec(t *testing.T) {
+	conn := sdtest.Conn(t)
+	namer := sdtest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w := units.NewWatcher(conn, namer, time.Hour, sdtest.Logger(t))
+	go w.Run(ctx)
+	<-w.Synced()
+	if out, err := exec.Command("systemctl", "daemon-reexec").CombinedOutput(); err != nil {
+		t.Fatalf("daemon-reexec: %v %s", err, out)
+	}
+	name, _ := namer.Name("reexec", "after", 0)
+	var err error
+	sdtest.Eventually(t, 20*time.Second, "start after reexec", func() bool {
+		err = conn.Start(ctx, units.Spec{Name: name, Properties: []units.Property{
+			units.String("Type", "exec"), units.ExecStart([]string{"/bin/sleep", "60"}),
+		}}, 10*time.Second)
+		return err == nil
+	})
+	// The heal interval is an hour: only signals (after the watcher's own
+	// reconnect) can bring this state.
+	sdtest.Eventually(t, 20*time.Second, "watcher sees the unit started after reexec", func() bool {
+		s, ok := w.Get(name)
+		return ok && s.Running()
+	})
+}
