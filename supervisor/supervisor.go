@@ -52,7 +52,7 @@ type Config struct {
 	Drivers        map[string]Driver // the enabled ones
 	ReconcileEvery time.Duration     // periodic full reconcile; default 30s
 	StartTimeout   time.Duration     // per start job; default 30s
-	Parallel       int               // concurrent unit starts/stops; default 32
+	Parallel       int               // concurrent unit starts/stops; default 16
 }
 
 // TaskEvent is a unit state change of one task instance.
@@ -89,7 +89,7 @@ func New(cfg Config, store *Store, sd Systemd, states UnitStates, log *slog.Logg
 		cfg.StartTimeout = 30 * time.Second
 	}
 	if cfg.Parallel == 0 {
-		cfg.Parallel = 128
+		cfg.Parallel = 16
 	}
 	return &Supervisor{
 		cfg: cfg, log: log, store: store, sd: sd, states: states,
@@ -116,9 +116,22 @@ func (s *Supervisor) Kick() {
 	}
 }
 
-// Run reconciles once (adopting, reaping and starting), calls ready, then
-// follows unit events and reconciles on every kick and period until ctx ends.
+// Run follows unit events, reconciles once (adopting, reaping and
+// starting), calls ready, then reconciles on every kick and period until
+// ctx ends.
 func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready func()) error {
+	// Events are followed on their own goroutine: a long reconcile (stops
+	// wait up to kill_timeout) must not hold them up.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-events:
+				s.onEvent(ctx, ev)
+			}
+		}
+	}()
 	if err := s.reconcile(ctx); err != nil {
 		return fmt.Errorf("first reconcile: %w", err)
 	}
@@ -131,8 +144,6 @@ func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready f
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev := <-events:
-			s.onEvent(ctx, ev)
 		case <-s.kick:
 			s.reconcileLogged(ctx)
 		case <-tick.C:

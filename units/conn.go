@@ -22,11 +22,6 @@ type Conn struct {
 	mu      sync.Mutex
 	c       *sddbus.Conn
 	version int
-
-	// OnCall, if set, observes every D-Bus method call (for metrics).
-	OnCall func(method string, d time.Duration, err error)
-	// OnReconnect, if set, is called after the connection was redialled.
-	OnReconnect func()
 }
 
 // Dial connects to the system bus and reads the manager's version.
@@ -76,9 +71,6 @@ func (c *Conn) conn(ctx context.Context) (*sddbus.Conn, error) {
 				c.c, c.version = sd, parseVersion(v)
 				if redial {
 					c.log.Info("reconnected to systemd", "version", c.version)
-					if c.OnReconnect != nil {
-						c.OnReconnect()
-					}
 				}
 				return sd, nil
 			}
@@ -97,17 +89,13 @@ func (c *Conn) conn(ctx context.Context) (*sddbus.Conn, error) {
 
 // call runs fn on a live connection; when the connection turns out to be
 // dead it redials and runs fn once more.
-func (c *Conn) call(ctx context.Context, method string, fn func(*sddbus.Conn) error) error {
+func (c *Conn) call(ctx context.Context, fn func(*sddbus.Conn) error) error {
 	for attempt := 0; ; attempt++ {
 		sd, err := c.conn(ctx)
 		if err != nil {
 			return err
 		}
-		start := time.Now()
 		err = fn(sd)
-		if c.OnCall != nil {
-			c.OnCall(method, time.Since(start), err)
-		}
 		if err == nil || sd.Connected() || attempt > 0 {
 			return err
 		}
@@ -140,7 +128,7 @@ func (c *Conn) Start(ctx context.Context, spec Spec, timeout time.Duration) erro
 	}
 	ch := make(chan string, 1) // buffered: go-systemd blocks its dispatcher on a full channel
 	start := func() error {
-		return c.call(ctx, "StartTransientUnit", func(sd *sddbus.Conn) error {
+		return c.call(ctx, func(sd *sddbus.Conn) error {
 			_, err := sd.StartTransientUnitContext(ctx, spec.Name, "fail", spec.Properties, ch)
 			return err
 		})
@@ -195,7 +183,7 @@ func waitJob(ctx context.Context, ch <-chan string, timeout time.Duration) (stri
 // stopped. Afterwards the unit's failed state is reset so it is collected.
 func (c *Conn) Stop(ctx context.Context, name string, wait time.Duration) error {
 	ch := make(chan string, 1)
-	err := c.call(ctx, "StopUnit", func(sd *sddbus.Conn) error {
+	err := c.call(ctx, func(sd *sddbus.Conn) error {
 		_, err := sd.StopUnitContext(ctx, name, "replace", ch)
 		return err
 	})
@@ -220,14 +208,14 @@ func (c *Conn) Stop(ctx context.Context, name string, wait time.Duration) error 
 
 // Kill sends sig to all processes of the unit.
 func (c *Conn) Kill(ctx context.Context, name string, sig syscall.Signal) error {
-	return c.call(ctx, "KillUnit", func(sd *sddbus.Conn) error {
+	return c.call(ctx, func(sd *sddbus.Conn) error {
 		return sd.KillUnitWithTarget(ctx, name, sddbus.All, int32(sig))
 	})
 }
 
 // ResetFailed clears a unit's failed state (and its start-limit counter).
 func (c *Conn) ResetFailed(ctx context.Context, name string) error {
-	err := c.call(ctx, "ResetFailedUnit", func(sd *sddbus.Conn) error {
+	err := c.call(ctx, func(sd *sddbus.Conn) error {
 		return sd.ResetFailedUnitContext(ctx, name)
 	})
 	if IsDBusError(err, errNoSuchUnit) {
@@ -240,7 +228,7 @@ func (c *Conn) ResetFailed(ctx context.Context, name string) error {
 // sub state (the rest of State is not filled).
 func (c *Conn) List(ctx context.Context, pattern string) ([]State, error) {
 	var us []sddbus.UnitStatus
-	err := c.call(ctx, "ListUnitsByPatterns", func(sd *sddbus.Conn) error {
+	err := c.call(ctx, func(sd *sddbus.Conn) error {
 		var err error
 		us, err = sd.ListUnitsByPatternsContext(ctx, nil, []string{pattern})
 		return err
@@ -263,7 +251,7 @@ func (c *Conn) Fetch(ctx context.Context, name string) (State, error) {
 	st := State{Name: name}
 	for _, iface := range []string{"Unit", "Service"} {
 		var props map[string]any
-		err := c.call(ctx, "GetAll", func(sd *sddbus.Conn) error {
+		err := c.call(ctx, func(sd *sddbus.Conn) error {
 			var err error
 			props, err = sd.GetUnitTypePropertiesContext(ctx, name, iface)
 			return err
@@ -283,7 +271,7 @@ func (c *Conn) Fetch(ctx context.Context, name string) (State, error) {
 // Property reads one property of a unit's interface ("Unit", "Service").
 func (c *Conn) Property(ctx context.Context, name, iface, prop string) (any, error) {
 	var p *sddbus.Property
-	err := c.call(ctx, "Get", func(sd *sddbus.Conn) error {
+	err := c.call(ctx, func(sd *sddbus.Conn) error {
 		var err error
 		p, err = sd.GetUnitTypePropertyContext(ctx, name, iface, prop)
 		return err

@@ -33,9 +33,6 @@ type Watcher struct {
 
 	mu    sync.RWMutex
 	cache map[string]State
-
-	// OnSignal, if set, is called for every signal about one of our units.
-	OnSignal func()
 }
 
 // NewWatcher returns a watcher of the units namer owns; heal is the period
@@ -177,7 +174,6 @@ func (w *Watcher) handle(ctx context.Context, sig *dbus.Signal) {
 		if dbus.Store(sig.Body, &name, &path) != nil || !w.namer.Owns(name) {
 			return
 		}
-		w.count()
 		w.gone(ctx, name)
 	case "org.freedesktop.DBus.Properties.PropertiesChanged":
 		name, ok := unitFromPath(string(sig.Path))
@@ -190,7 +186,6 @@ func (w *Watcher) handle(ctx context.Context, sig *dbus.Signal) {
 		if dbus.Store(sig.Body, &iface, &changed, &invalidated) != nil {
 			return
 		}
-		w.count()
 		w.mu.RLock()
 		st, known := w.cache[name]
 		w.mu.RUnlock()
@@ -207,12 +202,6 @@ func (w *Watcher) handle(ctx context.Context, sig *dbus.Signal) {
 		if st.apply(changed) || !known {
 			w.set(ctx, st)
 		}
-	}
-}
-
-func (w *Watcher) count() {
-	if w.OnSignal != nil {
-		w.OnSignal()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -94,6 +95,8 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 	}, store, conn, watcher, log)
 
 	info := func() any {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
 		names := make([]string, 0, len(enabled))
 		for n := range enabled {
 			names = append(names, n)
@@ -101,6 +104,7 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 		return map[string]any{
 			"version": version, "systemd_version": conn.Version(), "unit_prefix": cfg.UnitPrefix,
 			"slice": cfg.Slice, "data_dir": cfg.DataDir, "drivers": names,
+			"heap_inuse_bytes": ms.HeapInuse, "goroutines": runtime.NumGoroutine(),
 		}
 	}
 	srv := &http.Server{Handler: sup.Handler(info), ReadHeaderTimeout: 10 * time.Second}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/unitvisor/unitvisor/config"
 	"github.com/unitvisor/unitvisor/supervisor"
@@ -94,5 +93,3 @@ func exitCode(err error) int {
 	}
 	return exitFailure
 }
-
-func waitFor(d time.Duration) <-chan time.Time { return time.After(d) }

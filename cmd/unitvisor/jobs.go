@@ -90,7 +90,7 @@ func jobRun(args []string, stdout, stderr io.Writer) int {
 // An instance counts as up once it has kept running, without a restart, for
 // minHealthy: a task that crashes right after exec is not reported as up.
 func follow(c *client, job string, timeout, minHealthy time.Duration, stdout, stderr io.Writer) int {
-	deadline := waitFor(timeout)
+	deadline := time.After(timeout)
 	seen := map[string]string{}
 	upSince := map[string]time.Time{}
 	invocation := map[string]string{}
