@@ -81,6 +81,10 @@ func Base(in Instance) []units.Property {
 		units.Int32("KillSignal", int32(Signal(t.KillSignal))),
 		units.USec("TimeoutStopUSec", t.KillTimeout),
 		units.Bool("SendSIGKILL", true),
+		// Accounting on, so usage can be read from the unit's cgroup.
+		units.Bool("MemoryAccounting", true),
+		units.Bool("CPUAccounting", true),
+		units.Bool("TasksAccounting", true),
 	}
 	return append(props, RestartProperties(t.Restart)...)
 }
