@@ -29,6 +29,7 @@ type Instance struct {
 	Slice   string            // e.g. "unitvisor.slice"
 	TaskDir string            // absolute; local/, secrets/, tmp/ live under it
 	Ports   map[string]int    // port label -> host port
+	CPUs    string            // CPUs to pin to: the task's cpuset or the cores the agent picked
 	Vars    map[string]string // UNITVISOR_* values for interpolation and the environment
 }
 
@@ -51,8 +52,9 @@ const stopMargin = 5 * time.Second
 // StopWait is how long a stop of this task may take in all.
 func StopWait(t *jobspec.Task) time.Duration { return t.KillTimeout + stopMargin }
 
-// Base returns the properties every driver's unit has.
-func Base(in Instance) []units.Property {
+// Base returns the properties every driver's unit has, resource limits
+// included.
+func Base(in Instance) ([]units.Property, error) {
 	t := in.Task
 	env := map[string]string{}
 	for k, v := range t.Env {
@@ -86,7 +88,16 @@ func Base(in Instance) []units.Property {
 		units.Bool("CPUAccounting", true),
 		units.Bool("TasksAccounting", true),
 	}
-	return append(props, RestartProperties(t.Restart)...)
+	props = append(props, RestartProperties(t.Restart)...)
+	res, err := Resources(t.Resources, in.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := units.ResourceProperties(res)
+	if err != nil {
+		return nil, err
+	}
+	return append(props, limits...), nil
 }
 
 // RestartProperties expresses a restart policy in systemd's own terms, so

@@ -31,26 +31,32 @@ func TestGoldenProperties(t *testing.T) {
 		d    preparer
 		user string
 		mode string
+		res  *jobspec.Resources
+		cpus string
 	}{
-		{"exec", exec.Driver{}, "", jobspec.RestartModeFail},
-		{"raw_exec", rawexec.Driver{}, "", jobspec.RestartModeDelay},
-		{"raw_exec_user", rawexec.Driver{}, "nobody", jobspec.RestartModeFail},
+		{"exec", exec.Driver{}, "", jobspec.RestartModeFail, nil, ""},
+		{"raw_exec", rawexec.Driver{}, "", jobspec.RestartModeDelay, nil, ""},
+		{"raw_exec_user", rawexec.Driver{}, "nobody", jobspec.RestartModeFail, nil, ""},
+		{"exec_resources", exec.Driver{}, "", jobspec.RestartModeFail, &jobspec.Resources{
+			CPU: 200, CPULimit: 150, Cores: 2, MemoryMB: 64, MemoryMaxMB: 128, SwapMB: 16, Pids: 50, IOWeight: 300,
+			Devices: []string{"/dev/null rw"}}, "2-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "tasks", "web", "api", "1")
 			task := &jobspec.Task{
-				Name: "api", Driver: tc.name, Count: 2, User: tc.user,
+				Name: "api", Driver: strings.TrimSuffix(tc.name, "_resources"), Count: 2, User: tc.user,
 				Config:      jobspec.Config{Command: "/usr/bin/python3", Args: []string{"-m", "http.server", "${UNITVISOR_PORT_http}", "$HOME", "${PATH}"}},
 				Env:         map[string]string{"GREETING": "hello from ${UNITVISOR_TASK}"},
 				Ports:       []jobspec.Port{{Label: "http"}},
 				Restart:     jobspec.RestartPolicy{Attempts: 3, Interval: 5 * time.Minute, Delay: 5 * time.Second, Mode: tc.mode},
 				KillSignal:  "SIGINT",
 				KillTimeout: 10 * time.Second,
+				Resources:   tc.res,
 			}
 			job := &jobspec.Job{Name: "web", Tasks: []*jobspec.Task{task}}
 			ports := map[string]int{"http": 24567}
 			in := drivers.Instance{Job: job, Task: task, Index: 1, Unit: "uv-web-api@1.service", Slice: "unitvisor.slice",
-				TaskDir: dir, Ports: ports, Vars: jobspec.VarsFor(job, task, 1, "/TASKDIR", "uv-web-api@1.service", ports)}
+				TaskDir: dir, Ports: ports, CPUs: tc.cpus, Vars: jobspec.VarsFor(job, task, 1, "/TASKDIR", "uv-web-api@1.service", ports)}
 			spec, err := tc.d.Prepare(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)

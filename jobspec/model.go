@@ -26,6 +26,44 @@ type Task struct {
 	Restart     RestartPolicy `json:"restart"`
 	KillSignal  string        `json:"kill_signal"`  // canonical name, e.g. "SIGTERM"
 	KillTimeout time.Duration `json:"kill_timeout"` // > 0 after defaults
+
+	Resources *Resources `json:"resources,omitempty"` // nil: no limits
+
+	// Pos holds "file:line:col" of attributes by path ("driver",
+	// "resources.memory", ...) and of the task block (""), so that checks
+	// only the agent can make still point into the file. Not stored.
+	Pos map[string]string `json:"-"`
+}
+
+// At returns "file:line:col" of the attribute at path, or of the task.
+func (t *Task) At(path string) string {
+	if p, ok := t.Pos[path]; ok {
+		return p
+	}
+	return t.Pos[""]
+}
+
+// Resources are what a task instance may use; systemd enforces them. A
+// zero field is unset.
+type Resources struct {
+	CPU         int      `json:"cpu,omitempty"`        // relative share; 100 = systemd's default CPUWeight
+	CPULimit    int      `json:"cpu_limit,omitempty"`  // hard quota, percent of one CPU ("150%")
+	Cores       int      `json:"cores,omitempty"`      // dedicated CPUs, picked by the agent
+	CPUSet      string   `json:"cpuset,omitempty"`     // explicit CPUs, e.g. "0-1,3"
+	MemoryMB    int      `json:"memory,omitempty"`     // MiB: the hard limit, or the reservation with MemoryMaxMB
+	MemoryMaxMB int      `json:"memory_max,omitempty"` // MiB: the hard limit when set
+	SwapMB      int      `json:"swap,omitempty"`       // MiB of swap on top of memory
+	Pids        int      `json:"pids,omitempty"`       // most processes and threads
+	IOWeight    int      `json:"io_weight,omitempty"`  // 1-10000, default 100
+	Devices     []string `json:"devices,omitempty"`    // allow list: "/dev/fuse" or "/dev/fuse rw"
+}
+
+// MemoryLimitMB is the hard memory limit (0: none).
+func (r *Resources) MemoryLimitMB() int {
+	if r.MemoryMaxMB > 0 {
+		return r.MemoryMaxMB
+	}
+	return r.MemoryMB
 }
 
 // Config is the driver configuration of a task. Fields belong to drivers;

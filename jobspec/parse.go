@@ -66,6 +66,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "config"}, {Type: "env"},
 			{Type: "port", LabelNames: []string{"label"}}, {Type: "restart"},
+			{Type: "resources"},
 		},
 	}
 	portSchema    = attributeSchema("static")
@@ -157,6 +158,10 @@ func (d *decoder) decodeTask(block *hcl.Block) (*Task, []staticPort) {
 	where := fmt.Sprintf("task %q", task.Name)
 	content := d.content(block.Body, taskSchema, where)
 	attrs := content.Attributes
+	task.Pos = map[string]string{"": posString(block.DefRange)}
+	for name, a := range attrs {
+		task.Pos[name] = posString(a.Expr.Range())
+	}
 
 	task.Driver = d.decodeDriver(attrs["driver"], block, where)
 	if a := attrs["count"]; a != nil {
@@ -185,6 +190,9 @@ func (d *decoder) decodeTask(block *hcl.Block) (*Task, []staticPort) {
 		task.Restart = d.decodeRestart(b)
 	}
 	d.decodeKill(task, attrs)
+	if b := d.single(content.Blocks, "resources", where); b != nil {
+		task.Resources = d.decodeResources(b, task.Pos)
+	}
 
 	if task.Count > 1 {
 		for _, sp := range statics {

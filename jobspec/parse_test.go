@@ -49,6 +49,33 @@ var validTests = []struct {
 	want     *Job
 }{
 	{
+		name:     "resources",
+		filename: "res.hcl",
+		src: `job "web" {
+				task "api" {
+					driver = "exec"
+					config { command = "/bin/true" }
+					resources {
+						cpu        = 200
+						cpu_limit  = "150%"
+						cpuset     = "0-1,3"
+						memory     = 64
+						memory_max = 128
+						swap       = 32
+						pids       = 50
+						io_weight  = 300
+						devices    = ["/dev/fuse", "/dev/net/tun  rw"]
+					}
+				}
+			}`,
+		want: &Job{Name: "web", Tasks: []*Task{func() *Task {
+			t := defaults("api", "exec", "/bin/true")
+			t.Resources = &Resources{CPU: 200, CPULimit: 150, CPUSet: "0-1,3", MemoryMB: 64, MemoryMaxMB: 128,
+				SwapMB: 32, Pids: 50, IOWeight: 300, Devices: []string{"/dev/fuse", "/dev/net/tun rw"}}
+			return t
+		}()}},
+	},
+	{
 		name:     "defaults",
 		filename: "min.hcl",
 		src: `job "web" {
@@ -221,6 +248,35 @@ var validTests = []struct {
 	},
 }
 
+// withoutPos clears the source positions, which differ between files.
+func withoutPos(j *Job) *Job {
+	for _, t := range j.Tasks {
+		t.Pos = nil
+	}
+	return j
+}
+
+func TestPositionsForAgentChecks(t *testing.T) {
+	job, err := Parse("p.hcl", []byte(`job "j" {
+  task "t" {
+    driver = "exec"
+    config { command = "/bin/true" }
+    resources {
+      memory = 64
+    }
+  }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := job.Tasks[0]
+	for path, want := range map[string]string{"": "p.hcl:2:3", "driver": "p.hcl:3:14", "resources.memory": "p.hcl:6:16", "resources.nope": "p.hcl:2:3"} {
+		if got := task.At(path); got != want {
+			t.Errorf("At(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
 func TestParseValid(t *testing.T) {
 	for _, tt := range validTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +284,7 @@ func TestParseValid(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: unexpected error:\n%v", err)
 			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if !reflect.DeepEqual(withoutPos(got), tt.want) {
 				t.Errorf("Parse:\n got %s\nwant %s", toJSON(t, got), toJSON(t, tt.want))
 			}
 		})
@@ -256,7 +312,7 @@ func TestParseExample(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseFile(%s): %v", file, err)
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !reflect.DeepEqual(withoutPos(got), want) {
 			t.Errorf("ParseFile(%s):\n got %s\nwant %s", file, toJSON(t, got), toJSON(t, want))
 		}
 	}
@@ -273,7 +329,7 @@ func TestJSONEquivalence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(fromHCL, fromJSON) {
+	if !reflect.DeepEqual(withoutPos(fromHCL), withoutPos(fromJSON)) {
 		t.Errorf("HCL and JSON differ:\nHCL  %s\nJSON %s", toJSON(t, fromHCL), toJSON(t, fromJSON))
 	}
 }

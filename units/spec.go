@@ -104,8 +104,11 @@ func prop(name string, v any) Property { return Property{Name: name, Value: dbus
 // StartTransientUnit, for properties newer than Debian oldstable's 247. One
 // unknown property fails the whole call, so Start checks before sending.
 var propertySince = map[string]int{
-	"ExecStartEx":    243,
-	"LogExtraFields": 240,
+	"ExecStartEx":        243,
+	"LogExtraFields":     240,
+	"AllowedCPUs":        244,
+	"AllowedMemoryNodes": 244,
+	"CPUQuotaPeriodUSec": 242,
 }
 
 // checkVersion returns an error naming the first property that the manager

@@ -33,12 +33,19 @@ func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error
 	if err := drivers.MakeTaskDir(in.TaskDir, acct); err != nil {
 		return units.Spec{}, err
 	}
-	props := append(drivers.Base(in),
+	props, err := drivers.Base(in)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	// PrivateDevices gives a /dev with the pseudo devices only; a task that
+	// lists devices gets the host's /dev, limited by DeviceAllow instead.
+	privateDevices := in.Task.Resources == nil || len(in.Task.Resources.Devices) == 0
+	props = append(props,
 		units.ExecStart(in.Argv()),
 		units.String("User", acct.Name),
 		units.Bool("NoNewPrivileges", true),
 		units.Bool("PrivateTmp", true),
-		units.Bool("PrivateDevices", true),
+		units.Bool("PrivateDevices", privateDevices),
 		units.String("ProtectSystem", "strict"),
 		units.String("ProtectHome", "yes"),
 		units.Strings("ReadWritePaths", []string{in.TaskDir}),

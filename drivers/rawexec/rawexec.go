@@ -28,7 +28,11 @@ func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error
 	if err := drivers.MakeTaskDir(in.TaskDir, acct); err != nil {
 		return units.Spec{}, err
 	}
-	props := append(drivers.Base(in), units.ExecStart(in.Argv()))
+	props, err := drivers.Base(in)
+	if err != nil {
+		return units.Spec{}, err
+	}
+	props = append(props, units.ExecStart(in.Argv()))
 	if in.Task.User != "" {
 		props = append(props, units.String("User", acct.Name))
 	}

@@ -13,7 +13,7 @@ job "web" {
     env = { A = "b" }
     restart "x" {}
     user {}
-    resources {
+    volume "data" {
       cpu = 100
     }
     port "http" {
