@@ -5,8 +5,11 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -15,19 +18,43 @@ import (
 
 // Agent is the agent's configuration.
 type Agent struct {
-	DataDir    string   `hcl:"data_dir,optional"`
-	Socket     string   `hcl:"socket,optional"`
-	LogLevel   string   `hcl:"log_level,optional"`
-	UnitPrefix string   `hcl:"unit_prefix,optional"`
-	Slice      string   `hcl:"slice,optional"`
-	Ports      *Ports   `hcl:"ports,block"`
-	Drivers    []Driver `hcl:"driver,block"`
+	DataDir    string    `hcl:"data_dir,optional"`
+	Socket     string    `hcl:"socket,optional"`
+	LogLevel   string    `hcl:"log_level,optional"`
+	UnitPrefix string    `hcl:"unit_prefix,optional"`
+	Slice      string    `hcl:"slice,optional"`
+	Ports      *Ports    `hcl:"ports,block"`
+	Drivers    []Driver  `hcl:"driver,block"`
+	Reserved   *Reserved `hcl:"reserved,block"`
+	Metrics    *Metrics  `hcl:"metrics,block"`
+}
+
+// Metrics is the Prometheus endpoint (/metrics).
+type Metrics struct {
+	// Address is host:port to listen on; port 0 picks a free one.
+	Address string `hcl:"address,optional"`
+	// UsageInterval is how often tasks' cgroup accounting (memory, CPU,
+	// tasks, OOM kills) is read; scrapes serve the last reading.
+	UsageInterval string `hcl:"usage_interval,optional"`
+}
+
+// Usage returns UsageInterval as a duration.
+func (m *Metrics) Usage() time.Duration {
+	d, _ := time.ParseDuration(m.UsageInterval)
+	return d
 }
 
 // Ports is the range dynamic ports are taken from.
 type Ports struct {
 	Min int `hcl:"min"`
 	Max int `hcl:"max"`
+}
+
+// Reserved is kept for the system: tasks' memory reservations must fit in
+// the rest, and dedicated cores are never taken from the reserved CPUs.
+type Reserved struct {
+	MemoryMB int `hcl:"memory,optional"` // MiB
+	Cores    int `hcl:"cores,optional"`
 }
 
 // Driver switches one driver on or off.
@@ -42,6 +69,10 @@ const (
 	DefaultSocket  = "/run/unitvisor/unitvisor.sock"
 	DefaultPrefix  = "uv"
 	DefaultSlice   = "unitvisor.slice"
+	// DefaultMetricsAddress is on loopback: expose it on purpose. 17100 is
+	// outside Prometheus's default port allocations (README, Metrics).
+	DefaultMetricsAddress = "127.0.0.1:17100"
+	DefaultUsageInterval  = "10s"
 )
 
 // KnownDrivers are the drivers this build has; exec is on unless switched
@@ -103,6 +134,18 @@ func (a *Agent) fill() {
 	if a.Ports == nil {
 		a.Ports = &Ports{Min: 20000, Max: 32000}
 	}
+	if a.Reserved == nil {
+		a.Reserved = &Reserved{MemoryMB: 256}
+	}
+	if a.Metrics == nil {
+		a.Metrics = &Metrics{}
+	}
+	if a.Metrics.Address == "" {
+		a.Metrics.Address = DefaultMetricsAddress
+	}
+	if a.Metrics.UsageInterval == "" {
+		a.Metrics.UsageInterval = DefaultUsageInterval
+	}
 }
 
 func (a *Agent) validate(file string) error {
@@ -121,6 +164,17 @@ func (a *Agent) validate(file string) error {
 	}
 	if a.Ports.Min < 1024 || a.Ports.Max > 65535 || a.Ports.Min > a.Ports.Max {
 		problems = append(problems, fmt.Sprintf("ports %d-%d: want 1024 <= min <= max <= 65535", a.Ports.Min, a.Ports.Max))
+	}
+	if a.Reserved.MemoryMB < 0 || a.Reserved.Cores < 0 {
+		problems = append(problems, "reserved: memory and cores must not be negative")
+	}
+	if _, port, err := net.SplitHostPort(a.Metrics.Address); err != nil {
+		problems = append(problems, fmt.Sprintf("metrics address %q: want host:port, e.g. %q", a.Metrics.Address, DefaultMetricsAddress))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		problems = append(problems, fmt.Sprintf("metrics address %q: the port must be a number from 0 to 65535", a.Metrics.Address))
+	}
+	if d, err := time.ParseDuration(a.Metrics.UsageInterval); err != nil || d < time.Second {
+		problems = append(problems, fmt.Sprintf("metrics usage_interval %q: want a duration of at least 1s, e.g. %q", a.Metrics.UsageInterval, DefaultUsageInterval))
 	}
 	for _, d := range a.Drivers {
 		if !known(d.Name) {

@@ -89,5 +89,15 @@ func checkJob(t *testing.T, job *Job) {
 				t.Fatalf("invalid port accepted: %+v", p)
 			}
 		}
+		for _, s := range task.Services {
+			if checkServiceName(s.Name) != nil || len(s.Checks) == 0 {
+				t.Fatalf("invalid service accepted: %+v", s)
+			}
+			for _, c := range s.Checks {
+				if _, ok := checkTypeFields[c.Type]; !ok || c.Type != CheckTTL && c.Interval < minCheckInterval {
+					t.Fatalf("invalid check accepted: %+v", c)
+				}
+			}
+		}
 	}
 }

@@ -29,6 +29,12 @@ type Task struct {
 
 	Resources *Resources `json:"resources,omitempty"` // nil: no limits
 
+	// Services are registered in Consul while an instance runs.
+	Services []Service `json:"services,omitempty"`
+	// ShutdownDelay is waited after deregistering the services of an
+	// instance and before stopping it, so clients stop using it first.
+	ShutdownDelay time.Duration `json:"shutdown_delay,omitempty"`
+
 	// Pos holds "file:line:col" of attributes by path ("driver",
 	// "resources.memory", ...) and of the task block (""), so that checks
 	// only the agent can make still point into the file. Not stored.
@@ -95,4 +101,48 @@ type RestartPolicy struct {
 	Interval time.Duration `json:"interval"`
 	Delay    time.Duration `json:"delay"`
 	Mode     string        `json:"mode"`
+}
+
+// Service is a Consul service registered for every instance of a task.
+// Tags, Meta values, Address and the checks' Path, Command and Args may
+// contain ${UNITVISOR_*} references.
+type Service struct {
+	Name              string            `json:"name"`           // DNS-compatible
+	Port              string            `json:"port,omitempty"` // a port label of the task
+	Tags              []string          `json:"tags,omitempty"`
+	Meta              map[string]string `json:"meta,omitempty"`
+	Address           string            `json:"address,omitempty"` // default: Consul's node address
+	EnableTagOverride bool              `json:"enable_tag_override,omitempty"`
+	Checks            []Check           `json:"checks"` // at least one: a ttl check by default
+}
+
+// Check types.
+const (
+	CheckTTL    = "ttl"    // health follows the unit's state, pushed by the agent
+	CheckHTTP   = "http"   // run by Consul against the task's port
+	CheckTCP    = "tcp"    // run by Consul against the task's port
+	CheckScript = "script" // run by the agent in the task's context, result pushed
+)
+
+// Check is a health check of a service. Names are unique within a service.
+type Check struct {
+	Name          string        `json:"name"`
+	Type          string        `json:"type"`
+	Port          string        `json:"port,omitempty"`     // http, tcp: a port label; default the service's
+	Path          string        `json:"path,omitempty"`     // http
+	Method        string        `json:"method,omitempty"`   // http
+	Protocol      string        `json:"protocol,omitempty"` // http: "http" or "https"
+	TLSSkipVerify bool          `json:"tls_skip_verify,omitempty"`
+	Command       string        `json:"command,omitempty"` // script: an absolute path
+	Args          []string      `json:"args,omitempty"`    // script
+	Interval      time.Duration `json:"interval,omitempty"`
+	Timeout       time.Duration `json:"timeout,omitempty"`
+	CheckRestart  *CheckRestart `json:"check_restart,omitempty"`
+}
+
+// CheckRestart restarts a task after Limit consecutive critical results of
+// a check; results within Grace of the task's start do not count.
+type CheckRestart struct {
+	Limit int           `json:"limit"`
+	Grace time.Duration `json:"grace"`
 }

@@ -62,11 +62,13 @@ var (
 		Attributes: []hcl.AttributeSchema{
 			{Name: "driver"}, {Name: "count"}, {Name: "user"},
 			{Name: "kill_signal"}, {Name: "kill_timeout"},
+			{Name: "shutdown_delay"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "config"}, {Type: "env"},
 			{Type: "port", LabelNames: []string{"label"}}, {Type: "restart"},
 			{Type: "resources"},
+			{Type: "service"},
 		},
 	}
 	portSchema    = attributeSchema("static")
@@ -193,6 +195,7 @@ func (d *decoder) decodeTask(block *hcl.Block) (*Task, []staticPort) {
 	if b := d.single(content.Blocks, "resources", where); b != nil {
 		task.Resources = d.decodeResources(b, task.Pos)
 	}
+	d.decodeServices(task, blocksOfType(content.Blocks, "service"), attrs["shutdown_delay"], vars)
 
 	if task.Count > 1 {
 		for _, sp := range statics {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -75,6 +76,9 @@ func (s *Supervisor) check(file string, job *jobspec.Job, jobs []JobRecord) []st
 	bad := func(task, format string, args ...any) {
 		problems = append(problems, fmt.Sprintf("%s: task %q: %s", file, task, fmt.Sprintf(format, args...)))
 	}
+	badAt := func(t *jobspec.Task, path, format string, args ...any) {
+		problems = append(problems, problemAt(file, t, path, format, args...))
+	}
 	taken := map[int]string{}
 	for _, j := range jobs {
 		if j.Stopped || j.Job.Name == job.Name {
@@ -90,8 +94,9 @@ func (s *Supervisor) check(file string, job *jobspec.Job, jobs []JobRecord) []st
 	}
 	for _, t := range job.Tasks {
 		if _, ok := s.cfg.Drivers[t.Driver]; !ok {
-			bad(t.Name, "driver %q is not enabled on this agent: enable it in the agent config (driver %q { enabled = true })", t.Driver, t.Driver)
+			badAt(t, "driver", "driver %q is not enabled on this agent: enable it in the agent config (driver %q { enabled = true })", t.Driver, t.Driver)
 		}
+		problems = append(problems, s.checkResources(file, t)...)
 		if _, err := s.cfg.Namer.Name(job.Name, t.Name, t.Count-1); err != nil {
 			bad(t.Name, "%v", err)
 		}
@@ -100,6 +105,95 @@ func (s *Supervisor) check(file string, job *jobspec.Job, jobs []JobRecord) []st
 				bad(t.Name, "static port %d (%s) is already used by %s: pick another port or use a dynamic one", p.Static, p.Label, owner)
 			}
 		}
+	}
+	return append(problems, s.checkCapacity(file, job, jobs)...)
+}
+
+// problemAt formats a problem at an attribute of the task as
+// "file:line:col: task "x": ...", falling back to the file name.
+func problemAt(file string, t *jobspec.Task, path, format string, args ...any) string {
+	at := t.At(path)
+	if at == "" {
+		at = file
+	}
+	return fmt.Sprintf("%s: task %q: %s", at, t.Name, fmt.Sprintf(format, args...))
+}
+
+// checkResources refuses what this machine or its systemd cannot enforce:
+// CPUs it lacks, devices it lacks, properties newer than its systemd.
+func (s *Supervisor) checkResources(file string, t *jobspec.Task) []string {
+	r := t.Resources
+	if r == nil {
+		return nil
+	}
+	var problems []string
+	if n := s.cfg.Node; len(n.CPUs) > 0 {
+		for _, c := range jobspec.CPUs(r.CPUSet) {
+			if !slices.Contains(n.CPUs, c) {
+				problems = append(problems, problemAt(file, t, "resources.cpuset",
+					"cpuset %q names CPU %d, but this machine's CPUs are %s: name CPUs it has", r.CPUSet, c, cpuList(n.CPUs)))
+				break
+			}
+		}
+	}
+	res, err := drivers.Resources(r, r.CPUSet)
+	if err != nil {
+		return append(problems, problemAt(file, t, "resources.devices", "%v", err))
+	}
+	props, err := units.ResourceProperties(res)
+	if err == nil {
+		err = units.CheckVersion(s.sd.Version(), props)
+	}
+	if err != nil {
+		problems = append(problems, problemAt(file, t, "", "resources: %v; this host's systemd cannot enforce it: remove that resource", err))
+	}
+	return problems
+}
+
+// checkCapacity refuses a job whose memory reservations or dedicated cores
+// do not fit next to the other jobs'.
+func (s *Supervisor) checkCapacity(file string, job *jobspec.Job, jobs []JobRecord) []string {
+	n := s.cfg.Node
+	if n.MemoryMB == 0 {
+		return nil
+	}
+	var problems []string
+	usedMB, usedCores := 0, 0
+	for _, j := range jobs {
+		if j.Stopped || j.Job.Name == job.Name {
+			continue
+		}
+		usedMB += jobMemoryMB(j.Job)
+		for _, t := range j.Job.Tasks {
+			if t.Resources != nil {
+				usedCores += t.Resources.Cores * t.Count
+			}
+		}
+	}
+	needMB, needCores := jobMemoryMB(job), 0
+	var memTask, coreTask *jobspec.Task
+	for _, t := range job.Tasks {
+		if t.Resources == nil {
+			continue
+		}
+		if t.Resources.MemoryMB > 0 && memTask == nil {
+			memTask = t
+		}
+		if t.Resources.Cores > 0 {
+			needCores += t.Resources.Cores * t.Count
+			if coreTask == nil {
+				coreTask = t
+			}
+		}
+	}
+	if free := n.MemoryMB - usedMB; needMB > free {
+		problems = append(problems, problemAt(file, memTask, "resources.memory",
+			"job %q needs %d MiB of memory for its instances, but only %d MiB are free (%d MiB for tasks on this machine, %d MiB held by other jobs): lower memory or count, or stop another job",
+			job.Name, needMB, max(free, 0), n.MemoryMB, usedMB))
+	}
+	if free := len(n.freeCores(nil)) - usedCores; needCores > free {
+		problems = append(problems, problemAt(file, coreTask, "resources.cores",
+			"job %q needs %d dedicated cores, but only %d are free: lower cores or count, or stop another job", job.Name, needCores, max(free, 0)))
 	}
 	return problems
 }
@@ -149,6 +243,9 @@ func (s *Supervisor) StopJob(ctx context.Context, name string, purge bool) error
 	if err := s.store.PutJob(rec); err != nil {
 		return err
 	}
+	// The reconcile that follows tells observers (metrics) the job is
+	// stopped; it finds nothing left to do.
+	s.Kick()
 	recs, err := s.store.Units()
 	if err != nil {
 		return err
@@ -275,6 +372,11 @@ func (s *Supervisor) instance(rec JobRecord, t *jobspec.Task, i int, name string
 	case live && ur.Hash == hash:
 		is.State = &st
 		is.Status, is.Detail = summarize(st)
+		if s.cfg.Usage != nil && st.ActiveState == "active" {
+			if u, ok := s.cfg.Usage(name); ok {
+				is.Usage = &u
+			}
+		}
 	case live:
 		is.Status, is.Detail = StatusPending, "replacing the unit of an older definition"
 	}

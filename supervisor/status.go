@@ -26,6 +26,7 @@ type InstanceStatus struct {
 	Ports   map[string]int `json:"ports,omitempty"`
 	RetryAt time.Time      `json:"retry_at,omitzero"`
 	State   *units.State   `json:"state,omitempty"`
+	Usage   *units.Usage   `json:"usage,omitempty"` // while active
 }
 
 // Instance statuses.
@@ -41,9 +42,19 @@ const (
 	StatusError      = "error"
 )
 
+// Summarize is the status `job status` shows for an instance whose unit is
+// in state st (one of the Status constants, never pending or error).
+func Summarize(st units.State) string {
+	status, _ := summarize(st)
+	return status
+}
+
 // summarize turns a unit state into a Nomad-like instance status.
 func summarize(st units.State) (status, detail string) {
 	detail = st.Exit()
+	if st.OutOfMemory() {
+		detail = "out of memory (" + detail + ")"
+	}
 	if st.Result != "" && st.Result != "success" {
 		if detail != "" {
 			detail += ", "

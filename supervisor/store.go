@@ -32,6 +32,7 @@ type UnitRecord struct {
 	Index int            `json:"index"`
 	Hash  string         `json:"hash"`
 	Ports map[string]int `json:"ports,omitempty"`
+	CPUs  string         `json:"cpus,omitempty"` // dedicated cores picked by the agent
 	// Final is the last state seen before the job was stopped.
 	Final *units.State `json:"final,omitempty"`
 }

@@ -29,6 +29,7 @@ type Systemd interface {
 	Start(ctx context.Context, spec units.Spec, timeout time.Duration) error
 	Stop(ctx context.Context, name string, wait time.Duration) error
 	ResetFailed(ctx context.Context, name string) error
+	Version() int // the manager's major version; 0 if unknown
 }
 
 // UnitStates is the watcher's cache of our units' states.
@@ -53,6 +54,13 @@ type Config struct {
 	ReconcileEvery time.Duration     // periodic full reconcile; default 30s
 	StartTimeout   time.Duration     // per start job; default 30s
 	Parallel       int               // concurrent unit starts/stops; default 16
+	// Reconciled, if set, is called after every reconcile with how long it
+	// took and, when ok (they could be read), the job records it worked
+	// from, so metrics keeps desired state without reading the store.
+	Reconciled func(took time.Duration, jobs []JobRecord, ok bool)
+	Node       Node // capacity; zero: not checked
+	// Usage, if set, reads a unit's accounting for status (cgroupfs).
+	Usage func(unit string) (units.Usage, bool)
 }
 
 // TaskEvent is a unit state change of one task instance.
@@ -270,15 +278,22 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 	defer s.opMu.Unlock()
 	began := time.Now()
 	var nStart, nStop int
+	var jobs []JobRecord
+	read := false
 	defer func() {
+		took := time.Since(began)
 		if nStart+nStop > 0 {
-			s.log.Info("reconciled", "started", nStart, "stopped", nStop, "took", time.Since(began))
+			s.log.Info("reconciled", "started", nStart, "stopped", nStop, "took", took)
+		}
+		if s.cfg.Reconciled != nil {
+			s.cfg.Reconciled(took, jobs, read)
 		}
 	}()
 	jobs, err := s.store.Jobs()
 	if err != nil {
 		return err
 	}
+	read = true
 	recs, err := s.recordMap()
 	if err != nil {
 		return err
@@ -343,11 +358,12 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 	// Record every instance before starting any (one transaction), so a
 	// crash in between is adopted, not duplicated.
 	used := usedPorts(jobs, recs)
+	held := heldCPUs(recs)
 	next := make(map[string]UnitRecord, len(starts))
 	portErrs := map[string]error{}
 	batch := make([]UnitRecord, 0, len(starts))
 	for _, name := range starts {
-		rec, err := s.assignPorts(name, wants[name], recs[name], used)
+		rec, err := s.assign(name, wants[name], recs[name], used, held)
 		if err != nil {
 			portErrs[name] = err
 			continue
@@ -465,10 +481,40 @@ func usedPorts(jobs []JobRecord, recs map[string]UnitRecord) map[int]bool {
 	return used
 }
 
-// assignPorts gives the instance its ports: static ones as declared,
-// dynamic ones kept from its previous unit when it had them, else new.
-func (s *Supervisor) assignPorts(name string, w want, old UnitRecord, used map[int]bool) (UnitRecord, error) {
+func heldCPUs(recs map[string]UnitRecord) map[int]bool {
+	held := map[int]bool{}
+	for _, r := range recs {
+		if r.Final == nil {
+			for _, c := range jobspec.CPUs(r.CPUs) {
+				held[c] = true
+			}
+		}
+	}
+	return held
+}
+
+// assign gives the instance its ports and dedicated cores: static ports
+// as declared, dynamic ports and cores kept from its previous unit when it
+// had them, else new ones.
+func (s *Supervisor) assign(name string, w want, old UnitRecord, used map[int]bool, held map[int]bool) (UnitRecord, error) {
 	rec := UnitRecord{Unit: name, Job: w.job.Name, Task: w.task.Name, Index: w.index, Hash: w.hash, Ports: map[string]int{}}
+	if r := w.task.Resources; r != nil && r.Cores > 0 {
+		if prev := jobspec.CPUs(old.CPUs); old.Final == nil && len(prev) == r.Cores {
+			rec.CPUs = old.CPUs
+		} else {
+			for _, c := range prev {
+				delete(held, c)
+			}
+			free := s.cfg.Node.freeCores(held)
+			if len(free) < r.Cores {
+				return rec, fmt.Errorf("cores: %d wanted, %d free on this machine", r.Cores, len(free))
+			}
+			for _, c := range free[:r.Cores] {
+				held[c] = true
+			}
+			rec.CPUs = cpuList(free[:r.Cores])
+		}
+	}
 	for _, p := range w.task.Ports {
 		switch {
 		case p.Static > 0:
@@ -497,9 +543,12 @@ func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
 		return fmt.Errorf("driver %q is not enabled on this agent", w.task.Driver)
 	}
 	dir := s.taskDir(w.job.Name, w.task.Name, w.index)
+	if r := w.task.Resources; r != nil && r.CPUSet != "" {
+		rec.CPUs = r.CPUSet
+	}
 	in := drivers.Instance{
 		Job: w.job, Task: w.task, Index: w.index, Unit: rec.Unit, Slice: s.cfg.Slice,
-		TaskDir: dir, Ports: rec.Ports,
+		TaskDir: dir, Ports: rec.Ports, CPUs: rec.CPUs,
 		Vars: jobspec.VarsFor(w.job, w.task, w.index, dir, rec.Unit, rec.Ports),
 	}
 	spec, err := d.Prepare(ctx, in)

@@ -50,6 +50,8 @@ func (f *fakeSystemd) Stop(_ context.Context, name string, _ time.Duration) erro
 
 func (f *fakeSystemd) ResetFailed(context.Context, string) error { return nil }
 
+func (f *fakeSystemd) Version() int { return 252 }
+
 func (f *fakeSystemd) Get(name string) (units.State, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -224,7 +226,7 @@ job "raw" {
   }
 }`))
 	var inv *InvalidError
-	if !errors.As(err, &inv) || len(inv.Problems) != 1 || !strings.Contains(inv.Problems[0], `raw.hcl: task "r": driver "raw_exec" is not enabled`) {
+	if !errors.As(err, &inv) || len(inv.Problems) != 1 || !strings.Contains(inv.Problems[0], `raw.hcl:4:14: task "r": driver "raw_exec" is not enabled`) {
 		t.Fatalf("got %v", err)
 	}
 	_, err = s.Submit(context.Background(), "bad.hcl", []byte(`job "x" {}`))
@@ -277,6 +279,78 @@ func TestSummarize(t *testing.T) {
 		status, detail := summarize(tc.st)
 		if status != tc.status || detail != tc.want {
 			t.Errorf("%+v: got %q %q, want %q %q", tc.st, status, detail, tc.status, tc.want)
+		}
+	}
+}
+
+func resJob(name, res string, count int) []byte {
+	return fmt.Appendf(nil, `
+job %q {
+  task "t" {
+    driver = "exec"
+    count  = %d
+    config {
+      command = "/bin/sleep"
+      args    = ["600"]
+    }
+    resources {
+%s
+    }
+  }
+}`, name, count, res)
+}
+
+func TestResourceChecksAtSubmit(t *testing.T) {
+	sd := newFake()
+	s := newSup(t, t.TempDir(), sd)
+	s.cfg.Node = Node{MemoryMB: 1000, CPUs: []int{0, 1, 2, 3}, Reserved: []int{3}}
+	ctx := context.Background()
+	if _, err := s.Submit(ctx, "a.hcl", resJob("a", "memory = 300", 2)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, res, want string }{
+		{"big.hcl", "memory = 500", `big.hcl:11:10: task "t": job "big" needs 500 MiB of memory for its instances, but only 400 MiB are free (1000 MiB for tasks on this machine, 600 MiB held by other jobs)`},
+		{"cpus.hcl", `cpuset = "2-5"`, `cpus.hcl:11:10: task "t": cpuset "2-5" names CPU 4, but this machine's CPUs are 0,1,2,3`},
+		{"dev.hcl", `devices = ["/dev/no-such-device"]`, `dev.hcl:11:11: task "t": device /dev/no-such-device: no such file or directory`},
+		{"cores.hcl", "cores = 4", `cores.hcl:11:9: task "t": job "cores" needs 4 dedicated cores, but only 3 are free`},
+	} {
+		_, err := s.Submit(ctx, tc.file, resJob(strings.TrimSuffix(tc.file, ".hcl"), tc.res, 1))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v\nwant %s", tc.file, err, tc.want)
+		}
+	}
+	// Resubmitting job a with the same memory fits: its own old version
+	// does not count against it.
+	if _, err := s.Submit(ctx, "a.hcl", resJob("a", "memory = 300", 2)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCoresAreDedicated(t *testing.T) {
+	sd := newFake()
+	s := newSup(t, t.TempDir(), sd)
+	s.cfg.Node = Node{MemoryMB: 1000, CPUs: []int{0, 1, 2, 3}, Reserved: []int{3}}
+	submit(t, s, resJob("c", "cores = 1", 3))
+	recs, err := s.recordMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if r.CPUs == "" || r.CPUs == "3" || seen[r.CPUs] {
+			t.Fatalf("cores %q of %s: want one of 0-2, each once (%v)", r.CPUs, r.Unit, recs)
+		}
+		seen[r.CPUs] = true
+	}
+	// An agent restart keeps them.
+	s.store.Close()
+	s2 := newSup(t, s.cfg.DataDir, sd)
+	s2.reconcile(context.Background())
+	wantCalls(t, sd, "start uv-c-t@0.service", "start uv-c-t@1.service", "start uv-c-t@2.service")
+	recs2, _ := s2.recordMap()
+	for name, r := range recs2 {
+		if r.CPUs != recs[name].CPUs {
+			t.Fatalf("%s cores changed across restart: %s -> %s", name, recs[name].CPUs, r.CPUs)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,41 @@ type Conn struct {
 	mu      sync.Mutex
 	c       *sddbus.Conn
 	version int
+
+	obs atomic.Pointer[Observer]
+}
+
+// Observer is told about the bus traffic of a Conn and its Watcher, e.g.
+// by metrics. Calls come from many goroutines and must not block.
+type Observer interface {
+	// DBusCall reports one method call to the manager (method is the
+	// D-Bus member, e.g. "StartTransientUnit") and how long it took.
+	DBusCall(method string, d time.Duration, err error)
+	// DBusReconnect reports a new bus connection after a lost one;
+	// connection is "calls" (the Conn) or "signals" (a Watcher).
+	DBusReconnect(connection string)
+}
+
+// Methods are the D-Bus members a Conn calls, as reported to an Observer.
+func Methods() []string {
+	return []string{"StartTransientUnit", "StopUnit", "KillUnit", "ResetFailedUnit", "ListUnitsByPatterns", "GetAll", "Get"}
+}
+
+// SetObserver sets who is told about D-Bus calls and reconnects (nil: no
+// one). Set it before the Conn is shared.
+func (c *Conn) SetObserver(o Observer) {
+	if o == nil {
+		c.obs.Store(nil)
+		return
+	}
+	c.obs.Store(&o)
+}
+
+func (c *Conn) observer() Observer {
+	if p := c.obs.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Dial connects to the system bus and reads the manager's version.
@@ -71,6 +107,9 @@ func (c *Conn) conn(ctx context.Context) (*sddbus.Conn, error) {
 				c.c, c.version = sd, parseVersion(v)
 				if redial {
 					c.log.Info("reconnected to systemd", "version", c.version)
+					if obs := c.observer(); obs != nil {
+						obs.DBusReconnect("calls")
+					}
 				}
 				return sd, nil
 			}
@@ -87,15 +126,21 @@ func (c *Conn) conn(ctx context.Context) (*sddbus.Conn, error) {
 	}
 }
 
-// call runs fn on a live connection; when the connection turns out to be
-// dead it redials and runs fn once more.
-func (c *Conn) call(ctx context.Context, fn func(*sddbus.Conn) error) error {
+// call runs fn, which makes the D-Bus call method, on a live connection;
+// when the connection turns out to be dead it redials and runs fn once
+// more. Each attempt is reported to the observer.
+func (c *Conn) call(ctx context.Context, method string, fn func(*sddbus.Conn) error) error {
+	obs := c.observer()
 	for attempt := 0; ; attempt++ {
 		sd, err := c.conn(ctx)
 		if err != nil {
 			return err
 		}
+		began := time.Now()
 		err = fn(sd)
+		if obs != nil {
+			obs.DBusCall(method, time.Since(began), err)
+		}
 		if err == nil || sd.Connected() || attempt > 0 {
 			return err
 		}
@@ -128,7 +173,7 @@ func (c *Conn) Start(ctx context.Context, spec Spec, timeout time.Duration) erro
 	}
 	ch := make(chan string, 1) // buffered: go-systemd blocks its dispatcher on a full channel
 	start := func() error {
-		return c.call(ctx, func(sd *sddbus.Conn) error {
+		return c.call(ctx, "StartTransientUnit", func(sd *sddbus.Conn) error {
 			_, err := sd.StartTransientUnitContext(ctx, spec.Name, "fail", spec.Properties, ch)
 			return err
 		})
@@ -183,7 +228,7 @@ func waitJob(ctx context.Context, ch <-chan string, timeout time.Duration) (stri
 // stopped. Afterwards the unit's failed state is reset so it is collected.
 func (c *Conn) Stop(ctx context.Context, name string, wait time.Duration) error {
 	ch := make(chan string, 1)
-	err := c.call(ctx, func(sd *sddbus.Conn) error {
+	err := c.call(ctx, "StopUnit", func(sd *sddbus.Conn) error {
 		_, err := sd.StopUnitContext(ctx, name, "replace", ch)
 		return err
 	})
@@ -208,14 +253,14 @@ func (c *Conn) Stop(ctx context.Context, name string, wait time.Duration) error 
 
 // Kill sends sig to all processes of the unit.
 func (c *Conn) Kill(ctx context.Context, name string, sig syscall.Signal) error {
-	return c.call(ctx, func(sd *sddbus.Conn) error {
+	return c.call(ctx, "KillUnit", func(sd *sddbus.Conn) error {
 		return sd.KillUnitWithTarget(ctx, name, sddbus.All, int32(sig))
 	})
 }
 
 // ResetFailed clears a unit's failed state (and its start-limit counter).
 func (c *Conn) ResetFailed(ctx context.Context, name string) error {
-	err := c.call(ctx, func(sd *sddbus.Conn) error {
+	err := c.call(ctx, "ResetFailedUnit", func(sd *sddbus.Conn) error {
 		return sd.ResetFailedUnitContext(ctx, name)
 	})
 	if IsDBusError(err, errNoSuchUnit) {
@@ -228,7 +273,7 @@ func (c *Conn) ResetFailed(ctx context.Context, name string) error {
 // sub state (the rest of State is not filled).
 func (c *Conn) List(ctx context.Context, pattern string) ([]State, error) {
 	var us []sddbus.UnitStatus
-	err := c.call(ctx, func(sd *sddbus.Conn) error {
+	err := c.call(ctx, "ListUnitsByPatterns", func(sd *sddbus.Conn) error {
 		var err error
 		us, err = sd.ListUnitsByPatternsContext(ctx, nil, []string{pattern})
 		return err
@@ -251,7 +296,7 @@ func (c *Conn) Fetch(ctx context.Context, name string) (State, error) {
 	st := State{Name: name}
 	for _, iface := range []string{"Unit", "Service"} {
 		var props map[string]any
-		err := c.call(ctx, func(sd *sddbus.Conn) error {
+		err := c.call(ctx, "GetAll", func(sd *sddbus.Conn) error {
 			var err error
 			props, err = sd.GetUnitTypePropertiesContext(ctx, name, iface)
 			return err
@@ -271,7 +316,7 @@ func (c *Conn) Fetch(ctx context.Context, name string) (State, error) {
 // Property reads one property of a unit's interface ("Unit", "Service").
 func (c *Conn) Property(ctx context.Context, name, iface, prop string) (any, error) {
 	var p *sddbus.Property
-	err := c.call(ctx, func(sd *sddbus.Conn) error {
+	err := c.call(ctx, "Get", func(sd *sddbus.Conn) error {
 		var err error
 		p, err = sd.GetUnitTypePropertyContext(ctx, name, iface, prop)
 		return err

@@ -24,6 +24,22 @@ type State struct {
 	ActiveSince    time.Time `json:"active_since,omitzero"` // ActiveEnterTimestamp
 	StateSince     time.Time `json:"state_since,omitzero"`  // StateChangeTimestamp
 	Gone           bool      `json:"gone,omitempty"`        // unloaded by systemd
+	ExecMainPID    uint32    `json:"exec_main_pid,omitempty"`
+
+	// OOMKills counts the kernel OOM kills in the unit seen by this agent
+	// (cgroup v1: the memory controller's notification; v2: Result turning
+	// oom-kill); OOMKilledPID is the main process at the last one.
+	OOMKills     uint32 `json:"oom_kills,omitempty"`
+	OOMKilledPID uint32 `json:"oom_killed_pid,omitempty"`
+}
+
+// OutOfMemory reports whether the main process last ended by the OOM killer.
+func (s State) OutOfMemory() bool {
+	if s.Result == "oom-kill" {
+		return true
+	}
+	return s.OOMKilledPID != 0 && s.OOMKilledPID == s.ExecMainPID &&
+		s.ExecMainCode == CodeKilled && s.ExecMainStatus == 9
 }
 
 // Exit codes systemd uses in ExecMainCode (waitid's si_code).
@@ -72,6 +88,8 @@ func (s *State) apply(props map[string]dbus.Variant) bool {
 			storeAs(v, &s.ExecMainStatus)
 		case "MainPID":
 			storeAs(v, &s.MainPID)
+		case "ExecMainPID":
+			storeAs(v, &s.ExecMainPID)
 		case "NRestarts":
 			storeAs(v, &s.NRestarts)
 		case "InvocationID":
@@ -106,7 +124,7 @@ func usecTime(v dbus.Variant) time.Time {
 
 // stateProperties are the properties a full read fetches.
 var unitProps = []string{"ActiveState", "SubState", "InvocationID", "ActiveEnterTimestamp", "StateChangeTimestamp"}
-var serviceProps = []string{"Result", "ExecMainCode", "ExecMainStatus", "MainPID", "NRestarts"}
+var serviceProps = []string{"Result", "ExecMainCode", "ExecMainStatus", "ExecMainPID", "MainPID", "NRestarts"}
 
 // systemdExit names the exit codes systemd itself uses when it could not
 // set up or exec the process (systemd.exec(5), "Process Exit Codes").

@@ -119,4 +119,3 @@ func readKey(path, key string) uint64 {
 	}
 	return 0
 }
-

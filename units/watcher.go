@@ -33,6 +33,10 @@ type Watcher struct {
 
 	mu    sync.RWMutex
 	cache map[string]State
+
+	// OOM, if set, reports kernel OOM kills on cgroup v1 hosts.
+	OOM    *OOMNotifier
+	runCtx context.Context
 }
 
 // NewWatcher returns a watcher of the units namer owns; heal is the period
@@ -90,6 +94,9 @@ func (w *Watcher) Snapshot() []State {
 
 // Run watches until ctx ends, reconnecting with backoff when the bus drops.
 func (w *Watcher) Run(ctx context.Context) error {
+	w.mu.Lock()
+	w.runCtx = ctx
+	w.mu.Unlock()
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
@@ -144,6 +151,13 @@ func (w *Watcher) session(ctx context.Context) error {
 	}
 	if err := w.resync(ctx, true); err != nil {
 		return err
+	}
+	select {
+	case <-w.synced: // not the first session: the bus was lost and is back
+		if obs := w.conn.observer(); obs != nil {
+			obs.DBusReconnect("signals")
+		}
+	default:
 	}
 	w.once.Do(func() { close(w.synced) })
 
@@ -222,14 +236,45 @@ func (w *Watcher) refresh(ctx context.Context, name string) {
 func (w *Watcher) set(ctx context.Context, st State) {
 	w.mu.Lock()
 	old, ok := w.cache[st.Name]
+	if ok && st.OOMKills < old.OOMKills { // a full read knows nothing of OOM kills
+		st.OOMKills, st.OOMKilledPID = old.OOMKills, old.OOMKilledPID
+	}
+	if st.Result == "oom-kill" && (!ok || old.Result != "oom-kill") {
+		st.OOMKills++
+		st.OOMKilledPID = st.ExecMainPID
+	}
 	w.cache[st.Name] = st
 	w.mu.Unlock()
+	if w.OOM != nil && st.Running() && st.MainPID != 0 {
+		name := st.Name
+		if err := w.OOM.Arm(name, st.MainPID, func() { w.oomKilled(name) }); err != nil {
+			w.log.Debug("watch OOM kills", "unit", name, "err", err)
+		}
+	}
 	// A Service-interface signal can come before the first Unit one: wait
 	// until the state is known before telling anyone.
 	if ok && old == st || st.ActiveState == "" {
 		return
 	}
 	w.emit(ctx, st)
+}
+
+// oomKilled records an OOM kill reported by the memory controller; the
+// main process at that moment is the one the kill most likely hit.
+func (w *Watcher) oomKilled(name string) {
+	w.mu.Lock()
+	st, ok := w.cache[name]
+	if ok {
+		st.OOMKills++
+		st.OOMKilledPID = st.MainPID
+		w.cache[name] = st
+	}
+	ctx := w.runCtx
+	w.mu.Unlock()
+	if ok {
+		w.log.Info("out of memory", "unit", name, "pid", st.OOMKilledPID)
+		w.emit(ctx, st)
+	}
 }
 
 func (w *Watcher) gone(ctx context.Context, name string) {

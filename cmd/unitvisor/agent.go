@@ -75,6 +75,7 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 	}
 	defer conn.Close()
 	watcher := units.NewWatcher(conn, namer, 30*time.Second, log)
+	watcher.OOM = units.NewOOMNotifier(cgroupRoot, cfg.Slice)
 	go watcher.Run(ctx)
 	select {
 	case <-watcher.Synced():
@@ -88,10 +89,20 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 			enabled[d.Name()] = d
 		}
 	}
+	node, err := supervisor.DetectNode(cfg.Reserved.MemoryMB, cfg.Reserved.Cores)
+	if err != nil {
+		return err
+	}
+	cgroups := units.Cgroups{Root: cgroupRoot}
 	sup := supervisor.New(supervisor.Config{
 		DataDir: cfg.DataDir, Namer: namer, Slice: cfg.Slice,
 		Ports:   supervisor.PortRange{Min: cfg.Ports.Min, Max: cfg.Ports.Max},
 		Drivers: enabled,
+		Node:    node,
+		Usage: func(unit string) (units.Usage, bool) {
+			u, err := cgroups.Usage(units.UnitCgroup(cfg.Slice, unit))
+			return u, err == nil
+		},
 	}, store, conn, watcher, log)
 
 	info := func() any {
@@ -124,6 +135,8 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 	}
 	return sup.Run(ctx, watcher.Events(), ready)
 }
+
+const cgroupRoot = "/sys/fs/cgroup"
 
 // listen opens the API socket (mode 0660), refusing when another agent
 // answers on it and replacing a stale file otherwise.

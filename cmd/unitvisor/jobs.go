@@ -202,7 +202,7 @@ func printStatus(w io.Writer, jobs []supervisor.JobStatus) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTASK\tINDEX\tUNIT\tSTATUS\tPID\tRESTARTS\tPORTS\tDETAIL")
+	fmt.Fprintln(tw, "JOB\tTASK\tINDEX\tUNIT\tSTATUS\tPID\tRESTARTS\tMEMORY\tCPU\tPORTS\tDETAIL")
 	for _, j := range jobs {
 		name := j.Name
 		if j.Stopped {
@@ -216,11 +216,21 @@ func printStatus(w io.Writer, jobs []supervisor.JobStatus) {
 				}
 				restarts = fmt.Sprint(in.State.NRestarts)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, in.Task, in.Index, in.Unit, in.Status, pid, restarts, ports(in.Ports), in.Detail)
+			mem, cpu := "-", "-"
+			if u := in.Usage; u != nil {
+				mem = mebibytes(u.MemoryBytes)
+				if u.MemoryLimitBytes > 0 {
+					mem += "/" + mebibytes(u.MemoryLimitBytes)
+				}
+				cpu = (time.Duration(u.CPUNanos) * time.Nanosecond).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, in.Task, in.Index, in.Unit, in.Status, pid, restarts, mem, cpu, ports(in.Ports), in.Detail)
 		}
 	}
 	tw.Flush()
 }
+
+func mebibytes(b uint64) string { return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20)) }
 
 func ports(p map[string]int) string {
 	if len(p) == 0 {

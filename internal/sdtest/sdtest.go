@@ -103,3 +103,11 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 	t.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
+
+// Kill sends SIGKILL to a unit's processes (`systemctl kill`).
+func Kill(t testing.TB, unit string) {
+	t.Helper()
+	if out, err := exec.Command("systemctl", "kill", "--signal=KILL", unit).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl kill %s: %v %s", unit, err, out)
+	}
+}
