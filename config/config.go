@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type Agent struct {
 	Drivers    []Driver  `hcl:"driver,block"`
 	Reserved   *Reserved `hcl:"reserved,block"`
 	Metrics    *Metrics  `hcl:"metrics,block"`
+	Consul     *Consul   `hcl:"consul,block"` // nil: no Consul bridge
 }
 
 // Metrics is the Prometheus endpoint (/metrics).
@@ -61,6 +63,9 @@ type Reserved struct {
 type Driver struct {
 	Name    string `hcl:"name,label"`
 	Enabled bool   `hcl:"enabled"`
+	// AllowedPaths are the host directories the driver may use: qemu
+	// images must lie below one of them.
+	AllowedPaths []string `hcl:"allowed_paths,optional"`
 }
 
 // Defaults.
@@ -75,9 +80,10 @@ const (
 	DefaultUsageInterval  = "10s"
 )
 
-// KnownDrivers are the drivers this build has; exec is on unless switched
-// off, the others (raw_exec: no isolation) only when switched on.
-var KnownDrivers = []string{"exec", "raw_exec"}
+// KnownDrivers are the drivers this build has. All but raw_exec (no
+// isolation) are on unless switched off; java and qemu then refuse tasks
+// on a machine where fingerprinting found no JVM or qemu.
+var KnownDrivers = []string{"exec", "raw_exec", "java", "qemu"}
 
 // Default returns the configuration used without a file.
 func Default() *Agent {
@@ -146,6 +152,9 @@ func (a *Agent) fill() {
 	if a.Metrics.UsageInterval == "" {
 		a.Metrics.UsageInterval = DefaultUsageInterval
 	}
+	if a.Consul != nil {
+		a.Consul.fill()
+	}
 }
 
 func (a *Agent) validate(file string) error {
@@ -181,6 +190,7 @@ func (a *Agent) validate(file string) error {
 			problems = append(problems, fmt.Sprintf("driver %q: unknown; known drivers: %s", d.Name, strings.Join(KnownDrivers, ", ")))
 		}
 	}
+	problems = append(problems, a.Consul.problems()...)
 	if len(problems) > 0 {
 		return fmt.Errorf("agent config %s:\n  %s", file, strings.Join(problems, "\n  "))
 	}
@@ -203,7 +213,21 @@ func (a *Agent) DriverEnabled(name string) bool {
 			return d.Enabled
 		}
 	}
-	return name == "exec"
+	return name != "raw_exec"
+}
+
+// AllowedPaths returns a driver's allowed host directories; qemu's default
+// to <data_dir>/images.
+func (a *Agent) AllowedPaths(name string) []string {
+	for _, d := range a.Drivers {
+		if d.Name == name && len(d.AllowedPaths) > 0 {
+			return d.AllowedPaths
+		}
+	}
+	if name == "qemu" {
+		return []string{filepath.Join(a.DataDir, "images")}
+	}
+	return nil
 }
 
 // Level parses log_level.

@@ -15,6 +15,8 @@ import (
 var driverConfigFields = map[string][]string{
 	"exec":     {"command", "args"},
 	"raw_exec": {"command", "args"},
+	"java":     {"jar_path", "class", "class_path", "jvm_options", "args", "java_home"},
+	"qemu":     {"image_path", "accelerator", "machine", "args", "port_map", "graceful_shutdown"},
 }
 
 // drivers returns the known driver names, sorted.
@@ -48,12 +50,14 @@ func driversWithField(field string) []string {
 var driverRequiredFields = map[string][]string{
 	"exec":     {"command"},
 	"raw_exec": {"command"},
+	"qemu":     {"image_path"},
 }
 
 // decodeConfig decodes the config block of a task with the given driver
 // ("" if the driver is missing or unknown: then the fields of all drivers
-// are accepted). Values may reference vars.
-func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string) Config {
+// are accepted). Values may reference vars. Positions of the attributes go
+// to pos as "config.<name>".
+func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string, pos map[string]string) Config {
 	fields, ok := driverConfigFields[driver]
 	if !ok {
 		fields = allConfigFields()
@@ -68,6 +72,9 @@ func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string) C
 		}
 		d.reportUnknown(item, schema, "config")
 	}).Attributes
+	for name, a := range attrs {
+		pos["config."+name] = posString(a.Expr.Range())
+	}
 
 	for _, name := range driverRequiredFields[driver] {
 		if attrs[name] == nil {
@@ -82,13 +89,18 @@ func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string) C
 	if a := attrs["args"]; a != nil {
 		cfg.Args = d.decodeArgs(a, vars)
 	}
+	d.decodeJavaConfig(&cfg, block, driver, attrs, vars)
+	d.decodeQemuConfig(&cfg, attrs, vars)
 	return cfg
 }
 
 // exampleConfigField returns an example setting of a config attribute.
 func exampleConfigField(name string) string {
-	if name == "command" {
+	switch name {
+	case "command":
 		return `command = "/usr/bin/program"`
+	case "image_path":
+		return `image_path = "/var/lib/images/vm.qcow2"`
 	}
 	return name + " = ..."
 }
@@ -108,31 +120,35 @@ func (d *decoder) decodeCommand(a *hcl.Attribute, vars []string) string {
 	return command
 }
 
-// decodeArgs decodes config.args, a list of strings that may reference
-// vars.
+// decodeArgs decodes a list of strings that may reference vars, such as
+// config.args or config.jvm_options.
 func (d *decoder) decodeArgs(a *hcl.Attribute, vars []string) []string {
 	var args []string
 	if exprs, diags := hcl.ExprList(a.Expr); !diags.HasErrors() {
 		// A list literal: check each element, with its own position.
 		for i, e := range exprs {
-			if s, ok := d.interpolatedString(e, fmt.Sprintf("args[%d]", i), vars); ok {
+			if s, ok := d.interpolatedString(e, fmt.Sprintf("%s[%d]", a.Name, i), vars); ok {
 				args = append(args, s)
 			}
 		}
 		return args
 	}
 	// Another expression, or [] (which has no element expressions).
-	val, ok := d.evalInterpolated(a.Expr, vars, "args")
+	val, ok := d.evalInterpolated(a.Expr, vars, a.Name)
 	if !ok {
 		return nil
 	}
 	if ty := val.Type(); !ty.IsTupleType() && !ty.IsListType() {
-		d.errorf(a.Expr.Range(), "Invalid args",
-			`args must be a list of strings, e.g. args = ["-m", "http.server"]; got %s`, ty.FriendlyName())
+		example := `["-m", "http.server"]`
+		if a.Name == "jvm_options" {
+			example = `["-Xmx512m", "-Dfile.encoding=UTF-8"]`
+		}
+		d.errorf(a.Expr.Range(), "Invalid "+a.Name,
+			`%s must be a list of strings, e.g. %s = %s; got %s`, a.Name, a.Name, example, ty.FriendlyName())
 		return nil
 	}
 	for i, elem := range val.AsValueSlice() {
-		if s, ok := d.toString(a.Expr, elem, fmt.Sprintf("args[%d]", i)); ok {
+		if s, ok := d.toString(a.Expr, elem, fmt.Sprintf("%s[%d]", a.Name, i)); ok {
 			args = append(args, s)
 		}
 	}

@@ -78,7 +78,21 @@ func (r *Resources) MemoryLimitMB() int {
 type Config struct {
 	// exec, raw_exec
 	Command string   `json:"command,omitempty"`
-	Args    []string `json:"args,omitempty"`
+	Args    []string `json:"args,omitempty"` // also java (program args) and qemu (extra qemu args)
+
+	// java: run JarPath, or Class from ClassPath
+	JarPath    string   `json:"jar_path,omitempty"`
+	Class      string   `json:"class,omitempty"`
+	ClassPath  string   `json:"class_path,omitempty"` // ":"-separated
+	JVMOptions []string `json:"jvm_options,omitempty"`
+	JavaHome   string   `json:"java_home,omitempty"`
+
+	// qemu
+	ImagePath        string         `json:"image_path,omitempty"`
+	Accelerator      string         `json:"accelerator,omitempty"` // "kvm" or "tcg"; "" = best available
+	Machine          string         `json:"machine,omitempty"`
+	PortMap          map[string]int `json:"port_map,omitempty"` // port label -> guest port
+	GracefulShutdown bool           `json:"graceful_shutdown,omitempty"`
 }
 
 // Port is a named port; Static 0 means the agent picks one from its range.

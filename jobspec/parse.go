@@ -175,7 +175,7 @@ func (d *decoder) decodeTask(block *hcl.Block) (*Task, []staticPort) {
 	vars := taskVars(task.Ports)
 
 	if b := d.single(content.Blocks, "config", where); b != nil {
-		task.Config = d.decodeConfig(b, task.Driver, vars)
+		task.Config = d.decodeConfig(b, task.Driver, vars, task.Pos)
 	} else if task.Driver != "" {
 		d.errorf(block.DefRange, "Missing config",
 			`%s has no config block; add config { command = "/usr/bin/program" }`, where)

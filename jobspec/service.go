@@ -407,4 +407,3 @@ func checkMetaKey(key string) error {
 	}
 	return nil
 }
-

@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/unitvisor/unitvisor/supervisor"
 	"github.com/unitvisor/unitvisor/units"
@@ -42,7 +41,9 @@ type Config struct {
 type Metrics struct {
 	cfg Config
 	log *slog.Logger
-	reg *prometheus.Registry
+	// reg has the collectors gathered on every scrape (agent, Consul, Go,
+	// process); perTask the task and job ones, encoded when they change.
+	reg, perTask *prometheus.Registry
 
 	agent  *agentCollector
 	consul *consulCollector
@@ -52,7 +53,11 @@ type Metrics struct {
 	jobs  []*job // desired, from the last reconcile; nil before the first
 	// stoppedJobs counts the jobs kept stopped in the store.
 	stoppedJobs int
-	dirty       bool // counters changed since the state file was written
+	dirty       bool   // counters changed since the state file was written
+	version     uint64 // bumped on every change to what perTask exposes
+
+	changed chan struct{} // pokes Run to encode perTask ahead of scrapes
+	encoded encoded
 }
 
 // key identifies a task instance; it outlives the units that run it.
@@ -93,10 +98,12 @@ func New(cfg Config, log *slog.Logger) *Metrics {
 	}
 	m := &Metrics{
 		cfg: cfg, log: log,
-		reg:    prometheus.NewRegistry(),
-		agent:  newAgentCollector(cfg.Version),
-		consul: newConsulCollector(),
-		insts:  map[key]*instance{},
+		reg:     prometheus.NewRegistry(),
+		perTask: prometheus.NewRegistry(),
+		agent:   newAgentCollector(cfg.Version),
+		consul:  newConsulCollector(),
+		insts:   map[key]*instance{},
+		changed: make(chan struct{}, 1),
 	}
 	if err := m.load(); err != nil {
 		log.Warn("metrics: counters start from the units' own values", "err", err)
@@ -104,13 +111,11 @@ func New(cfg Config, log *slog.Logger) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.agent, m.consul, newTaskCollector(m), newJobCollector(m),
+		m.agent, m.consul,
 	)
+	m.perTask.MustRegister(newTaskCollector(m), newJobCollector(m))
 	return m
 }
-
-// Registry is where the collectors are registered.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Run follows task events, reads usage on its timer and writes the state
 // file until ctx ends. events is a supervisor subscription.
@@ -120,6 +125,7 @@ func (m *Metrics) Run(ctx context.Context, events <-chan supervisor.TaskEvent) {
 	}
 	flush := time.NewTicker(time.Second)
 	defer flush.Stop()
+	var encode <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -131,9 +137,27 @@ func (m *Metrics) Run(ctx context.Context, events <-chan supervisor.TaskEvent) {
 				continue
 			}
 			m.Observe(ev)
+		case <-m.changed:
+			// Changes come in bursts (a job's units starting): encode
+			// once they settle. A scrape meanwhile encodes itself.
+			if encode == nil {
+				encode = time.After(100 * time.Millisecond)
+			}
+		case <-encode:
+			encode = nil
+			m.perTaskText()
 		case <-flush.C:
 			m.flush()
 		}
+	}
+}
+
+// bump records a change to what perTask exposes; m.mu is held.
+func (m *Metrics) bump() {
+	m.version++
+	select {
+	case m.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -150,6 +174,7 @@ func (m *Metrics) Observe(ev supervisor.TaskEvent) {
 		m.insts[k] = in
 	}
 	in.unit = st.Name
+	m.bump()
 	if st.Gone {
 		// The counters keep what the unit counted: a new unit starts
 		// from zero and is added on top.
@@ -222,6 +247,7 @@ func (m *Metrics) Reconciled(took time.Duration, records []supervisor.JobRecord,
 		}
 	}
 	m.jobs, m.stoppedJobs = jobs, stopped
+	m.bump()
 }
 
 // DBusCall implements units.Observer.
@@ -249,22 +275,6 @@ func (m *Metrics) ConsulOp(op string, d time.Duration, err error) {
 
 // QueueDepth reports how many Consul operations wait to be sent.
 func (m *Metrics) QueueDepth(n int) { m.consul.queue.Set(float64(n)) }
-
-// Handler serves /metrics (and a pointer to it on /).
-func (m *Metrics) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:            errorLog{m.log},
-		Registry:            m.reg,
-		MaxRequestsInFlight: 8,
-		Timeout:             30 * time.Second,
-	})))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "unitvisor agent: metrics at /metrics")
-	})
-	return mux
-}
 
 // Serve serves Handler on ln until ctx ends.
 func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {

@@ -16,6 +16,7 @@ func (m *Metrics) usageLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			m.RefreshUsage()
+			m.perTaskText() // the readings changed: encode before the next scrape
 		}
 	}
 }
@@ -47,6 +48,7 @@ func (m *Metrics) RefreshUsage() {
 		reads[i].usage, reads[i].ok = u, err == nil
 	}
 	m.mu.Lock()
+	m.bump()
 	for _, r := range reads {
 		in := r.in
 		if !in.live || in.unit != r.unit {

@@ -14,7 +14,7 @@ import (
 // synopsis, each "name:" heading a section whose indented "term  text"
 // lines become tagged paragraphs, and any other text a paragraph of the
 // description. Packaging facts (files, the service) are added here.
-func Manpage(help, version string, date time.Time) []byte {
+func Manpage(help string, date time.Time) []byte {
 	var synopsis string
 	var desc []string // roff paragraphs
 	type item struct{ term, text string }
@@ -68,7 +68,9 @@ func Manpage(help, version string, date time.Time) []byte {
 	var b bytes.Buffer
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w(`.\" Generated from "unitvisor help" by unitvisor's packaging; do not edit.`)
-	w(`.TH UNITVISOR 1 "%s" "unitvisor %s" "User Commands"`, date.UTC().Format("2006-01-02"), roff(version))
+	// The version is left out of the footer: a git-derived one is too long
+	// for it. `unitvisor version` prints it.
+	w(`.TH UNITVISOR 1 "%s" "unitvisor" "User Commands"`, date.UTC().Format("2006-01-02"))
 	w(".SH NAME")
 	w(`unitvisor \- run jobs as transient systemd units`)
 	w(".SH SYNOPSIS")

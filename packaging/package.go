@@ -67,7 +67,7 @@ func (b Build) Packages() ([]string, error) {
 		return nil, err
 	}
 
-	contents := func(scripts map[string]string) files.Contents {
+	contents := func(format string) files.Contents {
 		c := files.Contents{
 			file(b.Bin, "/usr/bin/unitvisor", 0o755, ""),
 			file(gen["unitvisor.service"], "/usr/lib/systemd/system/unitvisor.service", 0o644, ""),
@@ -76,6 +76,9 @@ func (b Build) Packages() ([]string, error) {
 			file(gen["unitvisor.1.gz"], "/usr/share/man/man1/unitvisor.1.gz", 0o644, ""),
 			file(gen["copyright"], "/usr/share/doc/unitvisor/copyright", 0o644, ""),
 			file(gen["changelog.gz"], "/usr/share/doc/unitvisor/changelog.gz", 0o644, ""),
+		}
+		if format == "deb" {
+			c = append(c, file(gen["lintian-overrides"], "/usr/share/lintian/overrides/unitvisor", 0o644, ""))
 		}
 		return c
 	}
@@ -97,7 +100,7 @@ func (b Build) Packages() ([]string, error) {
 	debInfo := base
 	debInfo.Overridables = nfpm.Overridables{
 		Depends:  []string{"libc6 (>= " + libc + ")", "systemd", "default-dbus-system-bus | dbus-system-bus"},
-		Contents: contents(nil),
+		Contents: contents("deb"),
 		Scripts: nfpm.Scripts{
 			PostInstall: gen["postinst"],
 			PreRemove:   gen["prerm"],
@@ -108,7 +111,7 @@ func (b Build) Packages() ([]string, error) {
 	rpmInfo := base
 	rpmInfo.Overridables = nfpm.Overridables{
 		Depends:  []string{"glibc >= " + libc, "systemd", "dbus"},
-		Contents: contents(nil),
+		Contents: contents("rpm"),
 		Scripts: nfpm.Scripts{
 			PostInstall: gen["rpm-post"],
 			PreRemove:   gen["rpm-preun"],
@@ -130,7 +133,7 @@ func (b Build) Packages() ([]string, error) {
 		format string
 		info   nfpm.Info
 		pkgr   nfpm.Packager
-	}{{"deb", debInfo, deb.Default}, {"rpm", rpmInfo, rpm.Default}} {
+	}{{"deb", debInfo, deb.Default}, {"rpm", rpmInfo, rpm.DefaultRPM}} {
 		info := nfpm.WithDefaults(&p.info)
 		if err := nfpm.PrepareForPackager(info, p.format); err != nil {
 			return nil, fmt.Errorf("prepare %s: %w", p.format, err)
@@ -204,7 +207,7 @@ func (b Build) generate(stage string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s help: %w", b.Bin, err)
 	}
-	man, err := gzip9n(Manpage(string(help), b.Version, b.Time))
+	man, err := gzip9n(Manpage(string(help), b.Time))
 	if err != nil {
 		return nil, err
 	}

@@ -93,8 +93,14 @@ func (s *Supervisor) check(file string, job *jobspec.Job, jobs []JobRecord) []st
 		}
 	}
 	for _, t := range job.Tasks {
-		if _, ok := s.cfg.Drivers[t.Driver]; !ok {
+		d, ok := s.cfg.Drivers[t.Driver]
+		if !ok {
 			badAt(t, "driver", "driver %q is not enabled on this agent: enable it in the agent config (driver %q { enabled = true })", t.Driver, t.Driver)
+		}
+		if c, ok := d.(Checker); ok {
+			if field, err := c.Check(t); err != nil {
+				badAt(t, field, "%v", err)
+			}
 		}
 		problems = append(problems, s.checkResources(file, t)...)
 		if _, err := s.cfg.Namer.Name(job.Name, t.Name, t.Count-1); err != nil {
@@ -270,6 +276,7 @@ func (s *Supervisor) StopJob(ctx context.Context, name string, purge bool) error
 			wait = drivers.StopWait(t)
 		}
 		last, seen := s.states.Get(unit)
+		s.beforeStop(ctx, unit)
 		if err := s.sd.Stop(ctx, unit, wait); err != nil {
 			errs[i] = err
 			return

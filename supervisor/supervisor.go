@@ -44,6 +44,13 @@ type Driver interface {
 	Prepare(ctx context.Context, in drivers.Instance) (units.Spec, error)
 }
 
+// Checker is a driver that can refuse a task at submit because this
+// machine cannot run it (no JVM, an image outside the allowed paths...);
+// field names the attribute at fault ("config.jar_path"), "" for the task.
+type Checker interface {
+	Check(t *jobspec.Task) (field string, err error)
+}
+
 // Config is what the supervisor needs from the agent's configuration.
 type Config struct {
 	DataDir        string
@@ -54,6 +61,8 @@ type Config struct {
 	ReconcileEvery time.Duration     // periodic full reconcile; default 30s
 	StartTimeout   time.Duration     // per start job; default 30s
 	Parallel       int               // concurrent unit starts/stops; default 16
+	// StopHook, if set, is told before every stop of a task instance.
+	StopHook StopHook
 	// Reconciled, if set, is called after every reconcile with how long it
 	// took and, when ok (they could be read), the job records it worked
 	// from, so metrics keeps desired state without reading the store.
@@ -232,6 +241,9 @@ func findTask(j *jobspec.Job, name string) *jobspec.Task {
 func TaskHash(job string, t *jobspec.Task) string {
 	def := *t
 	def.Count = 0
+	// Services and the shutdown delay are the Consul bridge's business:
+	// changing them must not restart the task.
+	def.Services, def.ShutdownDelay = nil, 0
 	b, _ := json.Marshal(struct {
 		Job  string
 		Task jobspec.Task
@@ -347,6 +359,7 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 			}
 		}
 		s.log.Info("stopping unit", "unit", name, "reason", stopReason(wants, name))
+		s.beforeStop(ctx, name)
 		if err := s.sd.Stop(ctx, name, wait); err != nil {
 			s.log.Error("stop unit", "unit", name, "err", err)
 			return
@@ -538,9 +551,19 @@ func (s *Supervisor) taskDir(job, task string, index int) string {
 
 // start prepares the instance with its driver and starts its unit.
 func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
+	spec, in, err := s.prepare(ctx, rec, w)
+	if err != nil {
+		return err
+	}
+	s.log.Info("starting unit", "unit", rec.Unit, "argv", drivers.Quote(in.Argv()))
+	return s.sd.Start(ctx, spec, s.cfg.StartTimeout)
+}
+
+// prepare turns an instance into the spec of its unit with its driver.
+func (s *Supervisor) prepare(ctx context.Context, rec UnitRecord, w want) (units.Spec, drivers.Instance, error) {
 	d, ok := s.cfg.Drivers[w.task.Driver]
 	if !ok {
-		return fmt.Errorf("driver %q is not enabled on this agent", w.task.Driver)
+		return units.Spec{}, drivers.Instance{}, fmt.Errorf("driver %q is not enabled on this agent", w.task.Driver)
 	}
 	dir := s.taskDir(w.job.Name, w.task.Name, w.index)
 	if r := w.task.Resources; r != nil && r.CPUSet != "" {
@@ -553,10 +576,9 @@ func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
 	}
 	spec, err := d.Prepare(ctx, in)
 	if err != nil {
-		return fmt.Errorf("prepare %s: %w", rec.Unit, err)
+		return units.Spec{}, in, fmt.Errorf("prepare %s: %w", rec.Unit, err)
 	}
-	s.log.Info("starting unit", "unit", rec.Unit, "argv", drivers.Quote(in.Argv()))
-	return s.sd.Start(ctx, spec, s.cfg.StartTimeout)
+	return spec, in, nil
 }
 
 // ErrNotFound is returned for a job the agent does not have.

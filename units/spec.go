@@ -69,6 +69,12 @@ func ExecStart(argv []string) Property {
 	return prop("ExecStartEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: []string{"no-env-expand"}}})
 }
 
+// ExecStop runs argv when the unit is stopped, before the KillSignal;
+// like ExecStart, systemd expands nothing in it.
+func ExecStop(argv []string) Property {
+	return prop("ExecStopEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: []string{"no-env-expand"}}})
+}
+
 // Environment sets the process environment from a map, in a stable order.
 func Environment(env map[string]string) Property {
 	keys := make([]string, 0, len(env))
@@ -105,6 +111,7 @@ func prop(name string, v any) Property { return Property{Name: name, Value: dbus
 // unknown property fails the whole call, so Start checks before sending.
 var propertySince = map[string]int{
 	"ExecStartEx":        243,
+	"ExecStopEx":         243,
 	"LogExtraFields":     240,
 	"AllowedCPUs":        244,
 	"AllowedMemoryNodes": 244,

@@ -19,8 +19,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/unitvisor/unitvisor/config"
-	"github.com/unitvisor/unitvisor/drivers/exec"
-	"github.com/unitvisor/unitvisor/drivers/rawexec"
+	"github.com/unitvisor/unitvisor/metrics"
 	"github.com/unitvisor/unitvisor/supervisor"
 	"github.com/unitvisor/unitvisor/units"
 )
@@ -68,12 +67,22 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
+	metricsLn, err := net.Listen("tcp", cfg.Metrics.Address)
+	if err != nil {
+		return fmt.Errorf("metrics: %w (change metrics { address } in the agent config)", err)
+	}
+	defer metricsLn.Close()
+	mets := metrics.New(metrics.Config{
+		Slice: cfg.Slice, Usage: units.Cgroups{Root: cgroupRoot}, UsageInterval: cfg.Metrics.Usage(),
+		StateFile: filepath.Join(cfg.DataDir, "metrics.json"), Version: version,
+	}, log)
 
 	conn, err := units.Dial(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	conn.SetObserver(mets)
 	watcher := units.NewWatcher(conn, namer, 30*time.Second, log)
 	watcher.OOM = units.NewOOMNotifier(cgroupRoot, cfg.Slice)
 	go watcher.Run(ctx)
@@ -83,38 +92,50 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 		return nil
 	}
 
-	enabled := map[string]supervisor.Driver{}
-	for _, d := range []supervisor.Driver{exec.Driver{}, rawexec.Driver{}} {
-		if cfg.DriverEnabled(d.Name()) {
-			enabled[d.Name()] = d
-		}
-	}
+	enabled, driverInfo := buildDrivers(ctx, cfg, log)
 	node, err := supervisor.DetectNode(cfg.Reserved.MemoryMB, cfg.Reserved.Cores)
 	if err != nil {
 		return err
 	}
 	cgroups := units.Cgroups{Root: cgroupRoot}
+	bridge, err := newConsulBridge(cfg, conn, mets, log)
+	if err != nil {
+		return err
+	}
+	var stopHook supervisor.StopHook
+	if bridge != nil {
+		stopHook = bridge // deregister, then shutdown_delay, before each stop
+	}
 	sup := supervisor.New(supervisor.Config{
 		DataDir: cfg.DataDir, Namer: namer, Slice: cfg.Slice,
 		Ports:   supervisor.PortRange{Min: cfg.Ports.Min, Max: cfg.Ports.Max},
 		Drivers: enabled,
 		Node:    node,
+		// Desired state and reconcile durations for metrics.
+		Reconciled: mets.Reconciled,
+		StopHook:   stopHook,
 		Usage: func(unit string) (units.Usage, bool) {
 			u, err := cgroups.Usage(units.UnitCgroup(cfg.Slice, unit))
 			return u, err == nil
 		},
 	}, store, conn, watcher, log)
+	go mets.Run(ctx, sup.Subscribe(1024))
+	if bridge != nil {
+		go bridge.Run(ctx, sup, sup.Subscribe(1024))
+	}
+	go func() {
+		if err := mets.Serve(ctx, metricsLn); err != nil {
+			log.Error("metrics server", "err", err)
+		}
+	}()
 
 	info := func() any {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		names := make([]string, 0, len(enabled))
-		for n := range enabled {
-			names = append(names, n)
-		}
 		return map[string]any{
 			"version": version, "systemd_version": conn.Version(), "unit_prefix": cfg.UnitPrefix,
-			"slice": cfg.Slice, "data_dir": cfg.DataDir, "drivers": names,
+			"slice": cfg.Slice, "data_dir": cfg.DataDir, "drivers": driverInfo,
+			"metrics_address":  metricsLn.Addr().String(),
 			"heap_inuse_bytes": ms.HeapInuse, "goroutines": runtime.NumGoroutine(),
 		}
 	}

@@ -27,7 +27,9 @@ commands:
   job stop [-purge] NAME          stop a job's tasks (each within its kill_timeout)
   job status [-json] [NAME]       show jobs and their task instances
   logs [-f] [-n N] JOB [TASK]     show task output from the journal
+  node status [-json]             show this machine's drivers and what fingerprinting found
   validate FILE                   check a job file; exit 2 if it is invalid
+  qemu-powerdown [-timeout D] SOCK  (internal) ExecStop of qemu tasks: QMP system_powerdown
   version                         print the version
 
 Client commands reach the agent through -socket (default $UNITVISOR_SOCKET or
@@ -59,6 +61,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "logs":
 		return logs(args[1:], stdout, stderr)
+	case "node":
+		if len(args) >= 2 && args[1] == "status" {
+			return nodeStatus(args[2:], stdout, stderr)
+		}
+	case "qemu-powerdown":
+		return qemuPowerdown(args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":

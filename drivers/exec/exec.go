@@ -11,9 +11,6 @@ import (
 	"github.com/unitvisor/unitvisor/units"
 )
 
-// DefaultUser runs tasks that name no user.
-const DefaultUser = "nobody"
-
 // Driver is the exec driver.
 type Driver struct{}
 
@@ -22,38 +19,10 @@ func (Driver) Name() string { return "exec" }
 
 // Prepare creates the task directory and returns the unit spec.
 func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error) {
-	name := in.Task.User
-	if name == "" {
-		name = DefaultUser
-	}
-	acct, err := drivers.LookupUser(name)
+	props, err := drivers.PrepareIsolated(in)
 	if err != nil {
 		return units.Spec{}, err
 	}
-	if err := drivers.MakeTaskDir(in.TaskDir, acct); err != nil {
-		return units.Spec{}, err
-	}
-	props, err := drivers.Base(in)
-	if err != nil {
-		return units.Spec{}, err
-	}
-	// PrivateDevices gives a /dev with the pseudo devices only; a task that
-	// lists devices gets the host's /dev, limited by DeviceAllow instead.
-	privateDevices := in.Task.Resources == nil || len(in.Task.Resources.Devices) == 0
-	props = append(props,
-		units.ExecStart(in.Argv()),
-		units.String("User", acct.Name),
-		units.Bool("NoNewPrivileges", true),
-		units.Bool("PrivateTmp", true),
-		units.Bool("PrivateDevices", privateDevices),
-		units.String("ProtectSystem", "strict"),
-		units.String("ProtectHome", "yes"),
-		units.Strings("ReadWritePaths", []string{in.TaskDir}),
-		units.Bool("ProtectKernelTunables", true),
-		units.Bool("ProtectKernelModules", true),
-		units.Bool("ProtectControlGroups", true),
-		units.Bool("RestrictSUIDSGID", true),
-		units.Bool("LockPersonality", true),
-	)
+	props = append(props, units.ExecStart(in.Argv()))
 	return units.Spec{Name: in.Unit, Properties: props}, nil
 }

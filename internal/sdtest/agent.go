@@ -2,11 +2,15 @@ package sdtest
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +27,9 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "uvbin")
+		// Not under /tmp: units with PrivateTmp (qemu's ExecStop runs this
+		// binary) would not see it there.
+		dir, err := os.MkdirTemp("/var/lib", "uvbin-")
 		if err != nil {
 			buildErr = err
 			return
@@ -71,6 +77,10 @@ func StartAgent(t testing.TB, extra string) *Agent {
 	a := &Agent{t: t, Bin: Binary(t), Prefix: namer.Prefix,
 		DataDir: filepath.Join(root, "data"), Socket: filepath.Join(root, "uv.sock"),
 		Config: filepath.Join(root, "agent.hcl")}
+	if !metricsBlock.MatchString(extra) {
+		// Agents of parallel tests must not fight over the default port.
+		extra += "\nmetrics {\n  address = \"127.0.0.1:0\"\n}\n"
+	}
 	cfg := fmt.Sprintf("data_dir = %q\nsocket = %q\nunit_prefix = %q\nlog_level = \"debug\"\n%s\n", a.DataDir, a.Socket, a.Prefix, extra)
 	if err := os.WriteFile(a.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,6 +93,39 @@ func StartAgent(t testing.TB, extra string) *Agent {
 		}
 	})
 	return a
+}
+
+var metricsBlock = regexp.MustCompile(`(?m)^\s*metrics\s*\{`)
+
+// Info returns the agent's GET /v1/agent answer.
+func (a *Agent) Info() map[string]any {
+	a.t.Helper()
+	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", a.Socket)
+		},
+	}}
+	resp, err := c.Get("http://agent/v1/agent")
+	if err != nil {
+		a.t.Fatalf("GET /v1/agent: %v", err)
+	}
+	defer resp.Body.Close()
+	var info map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		a.t.Fatalf("GET /v1/agent: %v", err)
+	}
+	return info
+}
+
+// MetricsURL is the URL of the agent's /metrics (its port changes when
+// the agent restarts unless the config fixes it).
+func (a *Agent) MetricsURL() string {
+	a.t.Helper()
+	addr, _ := a.Info()["metrics_address"].(string)
+	if addr == "" {
+		a.t.Fatal("the agent reports no metrics_address")
+	}
+	return "http://" + addr + "/metrics"
 }
 
 // Start (re)starts the agent process and waits until its API answers.
