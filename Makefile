@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SANDBOX := scripts/sandbox.sh
 
-.PHONY: build test unit-test integration-test bench fuzz run stop-demo clean
+.PHONY: build test unit-test integration-test bench fuzz run stop-demo clean consul package
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/unitvisor ./cmd/unitvisor
@@ -17,12 +17,13 @@ unit-test:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	$(GO) test -count=1 ./...
+	cd packaging && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-integration-test:
+integration-test: consul
 	$(SANDBOX) run $(GO) test -tags integration -count=1 -timeout 20m ./...
 
 # Benchmarks that need systemd (figures are printed, not asserted).
-bench:
+bench: consul
 	$(SANDBOX) run $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench/
 
 fuzz:
@@ -38,3 +39,27 @@ stop-demo:
 
 clean:
 	rm -rf bin dist
+
+# dist/unitvisor_<version>_amd64.deb and dist/unitvisor-<version>-1.x86_64.rpm,
+# built by the nfpm program in packaging/ (a module of its own, so nfpm's
+# dependencies stay out of the agent's). Reproducible: every timestamp is
+# SOURCE_DATE_EPOCH, by default the last commit's time. The package version
+# comes from git describe (packaging/version.go); the binary reports it too.
+DIST              ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+package:
+	@mkdir -p $(DIST)/build
+	v=$$(cd packaging && $(GO) run . version -describe '$(VERSION)' -epoch $(SOURCE_DATE_EPOCH)) && \
+	$(GO) build -buildmode=pie -trimpath -buildvcs=false -ldflags "-s -w -bindnow -X main.version=$$v" \
+		-o $(abspath $(DIST))/build/unitvisor ./cmd/unitvisor && \
+	cd packaging && $(GO) run . build -bin $(abspath $(DIST))/build/unitvisor -version "$$v" \
+		-describe '$(VERSION)' -epoch $(SOURCE_DATE_EPOCH) -out $(abspath $(DIST)) \
+		$(if $(wildcard LICENSE),-licence $(abspath LICENSE))
+
+# The Consul agent the integration tests start (internal/consultest), built
+# from the tools module tools/consul and cached in .cache/bin: the first
+# build takes minutes, later ones nothing (Make sees it is up to date).
+CONSUL := .cache/bin/consul
+consul: $(CONSUL)
+$(CONSUL): tools/consul/go.mod tools/consul/go.sum
+	cd tools/consul && $(GO) build -o $(CURDIR)/$(CONSUL) github.com/hashicorp/consul

@@ -64,7 +64,7 @@ type Driver struct {
 	Name    string `hcl:"name,label"`
 	Enabled bool   `hcl:"enabled"`
 	// AllowedPaths are the host directories the driver may use: qemu
-	// images must lie below one of them.
+	// images, docker volumes and image tarballs must lie below one of them.
 	AllowedPaths []string `hcl:"allowed_paths,optional"`
 }
 
@@ -81,9 +81,9 @@ const (
 )
 
 // KnownDrivers are the drivers this build has. All but raw_exec (no
-// isolation) are on unless switched off; java and qemu then refuse tasks
-// on a machine where fingerprinting found no JVM or qemu.
-var KnownDrivers = []string{"exec", "raw_exec", "java", "qemu"}
+// isolation) are on unless switched off; java, qemu and docker then
+// refuse tasks on a machine where fingerprinting found no JVM, qemu or crun.
+var KnownDrivers = []string{"exec", "raw_exec", "java", "qemu", "docker"}
 
 // Default returns the configuration used without a file.
 func Default() *Agent {

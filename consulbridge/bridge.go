@@ -101,6 +101,9 @@ type instance struct {
 	in         supervisor.Instance
 	wanted     bool      // a live job wants it
 	stoppingAt time.Time // BeforeStop was called; see registered
+	unit       health    // what its TTL checks show
+	holding    bool      // a state is held back (see setState)
+	seq        int       // of state changes, for the hold
 	ids        []string  // its services as now wanted
 	results    map[string]health
 	scripts    map[string]*runner
@@ -194,15 +197,40 @@ func (b *Bridge) onEvent(ev supervisor.TaskEvent) {
 		}
 		inst = b.newInstance(k)
 	}
+	prev := inst.in.State
 	if err == nil {
 		inst.wanted = ok
 		if ok {
 			inst.in = in
 		}
 	}
-	inst.in.State = ev.State
 	inst.in.Live = !ev.State.Gone
+	b.setState(inst, prev, ev.State)
 	b.recompute(inst)
+}
+
+// setState takes a new unit state of an instance and decides the health
+// its TTL checks show, holding back a step of a restart (see unitStep).
+// Callers hold b.mu.
+func (b *Bridge) setState(inst *instance, prev, st units.State) {
+	inst.in.State = st
+	inst.seq++
+	restartOnFailure := inst.in.Task != nil && inst.in.Task.Restart.Attempts > 0
+	h, hold := unitStep(prev, st, restartOnFailure)
+	if !hold {
+		inst.unit, inst.holding = h, false
+		return
+	}
+	inst.holding = true
+	seq, k := inst.seq, inst.key
+	time.AfterFunc(restartHold, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.insts[k] == inst && inst.seq == seq && inst.holding {
+			inst.unit, inst.holding = unitHealth(inst.in.State), false
+			b.recompute(inst)
+		}
+	})
 }
 
 func (b *Bridge) newInstance(k instKey) *instance {
@@ -218,7 +246,7 @@ func (b *Bridge) recompute(inst *instance) {
 	var scripts []scriptCheck
 	var restarts []restartCheck
 	if registered(inst.in, inst.wanted, inst.stoppingAt) {
-		ds, scripts, restarts = buildServices(b.cfg.Node, inst.in, inst.results)
+		ds, scripts, restarts = buildServices(b.cfg.Node, inst.in, inst.unit, inst.results)
 	}
 	keep := make(map[string]bool, len(ds))
 	ids := make([]string, 0, len(ds))

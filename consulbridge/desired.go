@@ -69,14 +69,14 @@ func registered(in supervisor.Instance, wanted bool, stoppingAt time.Time) bool 
 	return true
 }
 
-// buildServices returns the services of a registered instance. results
-// holds the last result of each script check by check ID; a script check
-// without one, or whose unit is not running, reports the unit's health.
-func buildServices(node string, in supervisor.Instance, results map[string]health) ([]desired, []scriptCheck, []restartCheck) {
+// buildServices returns the services of a registered instance. unit is
+// the health its TTL checks show; results holds the last result of each
+// script check by check ID; a script check without one, or whose unit is
+// not running, shows unit too.
+func buildServices(node string, in supervisor.Instance, unit health, results map[string]health) ([]desired, []scriptCheck, []restartCheck) {
 	var out []desired
 	var scripts []scriptCheck
 	var restarts []restartCheck
-	unit := unitHealth(in.State)
 	interp := func(s string) string { return jobspec.Interpolate(s, in.Vars) }
 	for _, svc := range in.Task.Services {
 		id := ServiceID(node, in.Job.Name, in.Task.Name, in.Index, svc.Name)

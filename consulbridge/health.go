@@ -3,6 +3,7 @@ package consulbridge
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
@@ -40,6 +41,31 @@ func unitHealth(st units.State) health {
 		return health{api.HealthCritical, state + ": the main process ended, " + exitText(st)}
 	}
 	return health{api.HealthCritical, state + ": " + exitText(st) + restarts(st)}
+}
+
+// restartHold is how long the bridge holds back a failed or dead state of
+// a unit whose task restarts on failure and that was up until then:
+// systemd passes through that state on its way to auto-restart (two
+// signals, a moment apart), and pushing it would flap the check to
+// critical for a restart that is only a warning. A unit that stays there
+// (no restart follows) shows critical after the hold.
+const restartHold = 100 * time.Millisecond
+
+// unitStep is the health to show when a unit moves from prev to cur; hold
+// is set when cur may be a step of a restart (see restartHold) and should
+// not be shown before the hold passes. restartOnFailure tells whether the
+// task restarts on failure.
+func unitStep(prev, cur units.State, restartOnFailure bool) (h health, hold bool) {
+	autoRestart := prev.ActiveState == "activating" && prev.SubState == "auto-restart"
+	down := cur.ActiveState == "failed" || cur.ActiveState == "inactive"
+	switch {
+	case down && autoRestart && cur.ActiveState == "inactive" && !cur.Gone:
+		// Between auto-restart and the new start.
+		return health{api.HealthWarning, fmt.Sprintf("%s is restarting%s", cur.Name, restarts(cur))}, false
+	case down && restartOnFailure && !autoRestart && !cur.Gone:
+		return unitHealth(cur), true
+	}
+	return unitHealth(cur), false
 }
 
 // exitText describes how the main process last ended.

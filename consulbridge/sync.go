@@ -141,7 +141,11 @@ func (b *Bridge) refresh(insts []supervisor.Instance) {
 			}
 			inst = b.newInstance(k)
 		}
+		prev := inst.in.State
 		inst.in, inst.wanted = in, true
+		if in.State != prev || inst.seq == 0 {
+			b.setState(inst, prev, in.State)
+		}
 		b.recompute(inst)
 	}
 	for k, inst := range b.insts {

@@ -17,6 +17,8 @@ var driverConfigFields = map[string][]string{
 	"raw_exec": {"command", "args"},
 	"java":     {"jar_path", "class", "class_path", "jvm_options", "args", "java_home"},
 	"qemu":     {"image_path", "accelerator", "machine", "args", "port_map", "graceful_shutdown"},
+	"docker": {"image", "load", "entrypoint", "args", "work_dir", "volumes", "readonly_rootfs",
+		"network_mode", "auth", "cap_add", "cap_drop", "init"},
 }
 
 // drivers returns the known driver names, sorted.
@@ -91,6 +93,7 @@ func (d *decoder) decodeConfig(block *hcl.Block, driver string, vars []string, p
 	}
 	d.decodeJavaConfig(&cfg, block, driver, attrs, vars)
 	d.decodeQemuConfig(&cfg, attrs, vars)
+	d.decodeDockerConfig(&cfg, block, driver, attrs, vars)
 	return cfg
 }
 
@@ -142,6 +145,9 @@ func (d *decoder) decodeArgs(a *hcl.Attribute, vars []string) []string {
 		example := `["-m", "http.server"]`
 		if a.Name == "jvm_options" {
 			example = `["-Xmx512m", "-Dfile.encoding=UTF-8"]`
+		}
+		if a.Name == "entrypoint" {
+			example = `["/bin/sh", "-c"]`
 		}
 		d.errorf(a.Expr.Range(), "Invalid "+a.Name,
 			`%s must be a list of strings, e.g. %s = %s; got %s`, a.Name, a.Name, example, ty.FriendlyName())

@@ -93,6 +93,20 @@ type Config struct {
 	Machine          string         `json:"machine,omitempty"`
 	PortMap          map[string]int `json:"port_map,omitempty"` // port label -> guest port
 	GracefulShutdown bool           `json:"graceful_shutdown,omitempty"`
+
+	// docker: an image from a registry, or loaded from a tarball; see
+	// jobspec/docker.go. Args (above) replace the image's Cmd.
+	Image          string        `json:"image,omitempty"`      // registry reference
+	Load           string        `json:"load,omitempty"`       // docker save / OCI layout tarball
+	Entrypoint     []string      `json:"entrypoint,omitempty"` // replaces the image's
+	WorkDir        string        `json:"work_dir,omitempty"`   // in the container
+	Volumes        []Volume      `json:"volumes,omitempty"`    // host path -> container path
+	ReadonlyRootfs bool          `json:"readonly_rootfs,omitempty"`
+	NetworkMode    string        `json:"network_mode,omitempty"` // "host" (default) or "none"
+	Auth           *RegistryAuth `json:"auth,omitempty"`
+	CapAdd         []string      `json:"cap_add,omitempty"`  // canonical "CAP_X", or "ALL"
+	CapDrop        []string      `json:"cap_drop,omitempty"` // canonical "CAP_X", or "ALL"
+	Init           bool          `json:"init,omitempty"`     // a minimal init as PID 1
 }
 
 // Port is a named port; Static 0 means the agent picks one from its range.

@@ -182,12 +182,21 @@ func (m *Metrics) Observe(ev supervisor.TaskEvent) {
 		return
 	}
 	in.live, in.state = true, st
+	if !hasCgroup(st) {
+		in.hasUsage = false // it went with the cgroup
+	}
 	changed := in.restarts.observe(uint64(st.NRestarts))
 	changed = in.oomEvents.observe(uint64(st.OOMKills)) || changed
 	if code, ok := exitCode(st); ok && (!in.hasExit || in.exit != code) {
 		in.exit, in.hasExit, changed = code, true, true
 	}
 	m.dirty = m.dirty || changed
+}
+
+// hasCgroup reports whether systemd keeps a cgroup for a unit in state st
+// (it removes it when the unit becomes inactive or failed).
+func hasCgroup(st units.State) bool {
+	return st.ActiveState != "inactive" && st.ActiveState != "failed"
 }
 
 // exitCode is how the main process last ended, as a shell reports it.

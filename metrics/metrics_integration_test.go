@@ -31,7 +31,8 @@ metrics {
 `
 
 // goldenJob: two sleeping instances with a memory limit, and one that
-// exits 3 at once and is not restarted.
+// exits 3 (after its start job is done, so it has a start time) and is not
+// restarted.
 const goldenJob = `job "golden" {
   task "sleep" {
     driver = "raw_exec"
@@ -48,7 +49,7 @@ const goldenJob = `job "golden" {
     driver = "raw_exec"
     config {
       command = "/bin/sh"
-      args    = ["-c", "exit 3"]
+      args    = ["-c", "sleep 0.5; exit 3"]
     }
     restart {
       attempts = 0
@@ -185,14 +186,18 @@ func TestAgentRestartCounter(t *testing.T) {
 	}
 	const labels = `{driver="raw_exec",instance="0",job="crashy",task="c"}`
 	failed := `{driver="raw_exec",instance="0",job="crashy",state="failed",task="c"}`
+	unit := a.Unit("crashy", "c", 0)
 	seen := 0.0
 	// restarts scrapes until the task has failed (its restarts used up)
-	// with want restarts (any count if want < 0), and checks that no
-	// reading ever went below an earlier one.
-	restarts := func(want float64) float64 {
+	// and, once systemd's NRestarts has settled, until the counter is
+	// base plus that NRestarts. No reading may go below an earlier one.
+	// Only readings above after count: a replaced unit must have started
+	// (and restarted once) before its failed state means anything.
+	restarts := func(base, after float64) float64 {
 		t.Helper()
 		murl := a.MetricsURL()
 		deadline := time.Now().Add(60 * time.Second)
+		want := -1.0
 		for {
 			expo := get(t, murl)
 			if s := sample(expo, "unitvisor_task_restarts_total", labels); s != "" {
@@ -201,8 +206,20 @@ func TestAgentRestartCounter(t *testing.T) {
 					t.Fatalf("restarts went back from %v to %v", seen, v)
 				}
 				seen = v
-				if sample(expo, "unitvisor_task_state", failed) == "1" && (want < 0 || v == want) {
-					return v
+				if v > after && sample(expo, "unitvisor_task_state", failed) == "1" {
+					if want < 0 {
+						// The failed state can come a signal before the
+						// last NRestarts (the refused restart counts).
+						time.Sleep(time.Second)
+						n, err := strconv.Atoi(sdtest.Show(t, unit, "NRestarts"))
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = base + float64(n)
+					}
+					if v == want {
+						return v
+					}
 				}
 			}
 			if time.Now().After(deadline) {
@@ -212,20 +229,26 @@ func TestAgentRestartCounter(t *testing.T) {
 		}
 	}
 	a.MustCLI("job", "run", "-detach", sdtest.WriteJob(t, "crashy.hcl", job("v1")))
-	r1 := restarts(-1)
+	r1 := restarts(0, 0)
 	if r1 < 2 {
 		t.Fatalf("restarts of a task with 2 attempts: %v, want >= 2", r1)
 	}
 	a.Kill() // SIGKILL
 	a.Start()
-	restarts(r1)
-	// A new definition replaces the unit: NRestarts starts from 0.
+	if r := restarts(0, 0); r != r1 {
+		t.Fatalf("after kill -9 and restart: %v restarts, want %v", r, r1)
+	}
+	// A new definition replaces the unit: its NRestarts starts from 0.
 	a.MustCLI("job", "run", "-detach", sdtest.WriteJob(t, "crashy2.hcl", job("v2")))
-	restarts(2 * r1)
+	r2 := restarts(r1, r1)
 	time.Sleep(1500 * time.Millisecond) // the counters are saved once a second
 	a.Kill()
 	a.Start()
-	restarts(2 * r1)
+	// The new unit alone knows only its own NRestarts: the rest comes from
+	// the state file.
+	if r := restarts(r1, r1); r != r2 {
+		t.Fatalf("after replacement, kill -9 and restart: %v restarts, want %v", r, r2)
+	}
 	if b, err := os.ReadFile(filepath.Join(a.DataDir, "metrics.json")); err != nil || !bytes.Contains(b, []byte(`"crashy"`)) {
 		t.Fatalf("state file: %v\n%s", err, b)
 	}
@@ -324,6 +347,12 @@ func (p *prometheus) waitQuery(t *testing.T, query string, n int) []promResult {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("query %s: no %d series in time; last answer: %s", query, n, last)
+	targets := ""
+	if resp, err := http.Get(p.url + "/api/v1/targets"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		targets = string(b)
+	}
+	t.Fatalf("query %s: no %d series in time; last answer: %s\ntargets: %s", query, n, last, targets)
 	return nil
 }

@@ -38,7 +38,7 @@ func (m *Metrics) RefreshUsage() {
 	m.mu.RLock()
 	reads := make([]read, 0, len(m.insts))
 	for _, in := range m.insts {
-		if in.live {
+		if in.live && hasCgroup(in.state) {
 			reads = append(reads, read{in: in, unit: in.unit})
 		}
 	}
@@ -51,8 +51,8 @@ func (m *Metrics) RefreshUsage() {
 	m.bump()
 	for _, r := range reads {
 		in := r.in
-		if !in.live || in.unit != r.unit {
-			continue // gone or replaced meanwhile
+		if !in.live || in.unit != r.unit || !hasCgroup(in.state) {
+			continue // stopped, gone or replaced meanwhile: the reading is stale
 		}
 		in.usage, in.hasUsage = r.usage, r.ok
 		if r.ok && in.oomCgroup.observe(r.usage.OOMKills) {

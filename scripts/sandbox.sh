@@ -41,7 +41,8 @@ start() {
 	binds+=(--bind="$top:$inside" --bind="$gomod" --bind="$gocache")
 	for extra in ${UV_SANDBOX_BINDS:-}; do binds+=(--bind="$extra"); done
 	# Services a Debian package enabled on the host would start inside too and
-	# take shared ports; tests start their own instances.
+	# take shared ports; tests start their own instances. (test/pkg lifts
+	# the unitvisor mask to install the package it built.)
 	local masks=()
 	for s in prometheus prometheus-node-exporter docker-registry postgresql consul unitvisor; do
 		masks+=(--bind-ro=/dev/null:/etc/systemd/system/$s.service)

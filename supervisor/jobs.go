@@ -296,6 +296,7 @@ func (s *Supervisor) StopJob(ctx context.Context, name string, purge bool) error
 	for _, r := range mine {
 		delete(s.retryAt, r.Unit)
 		delete(s.errs, r.Unit)
+		delete(s.waiting, r.Unit)
 	}
 	s.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
@@ -364,6 +365,7 @@ func (s *Supervisor) instance(rec JobRecord, t *jobspec.Task, i int, name string
 	is := InstanceStatus{Task: t.Name, Index: i, Driver: t.Driver, Unit: name, Ports: ur.Ports, Status: StatusPending}
 	s.mu.Lock()
 	startErr, retry := s.errs[name], s.retryAt[name]
+	progress := s.waiting[name]
 	s.mu.Unlock()
 	st, live := s.states.Get(name)
 	switch {
@@ -389,6 +391,9 @@ func (s *Supervisor) instance(rec JobRecord, t *jobspec.Task, i int, name string
 	}
 	if startErr != "" && (!live || is.Status != StatusRunning) {
 		is.Status, is.Detail = StatusError, startErr
+	}
+	if progress != nil && !live {
+		is.Status, is.Detail = StatusPending, progress()
 	}
 	if !retry.IsZero() {
 		is.RetryAt = retry

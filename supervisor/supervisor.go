@@ -70,6 +70,11 @@ type Config struct {
 	Node       Node // capacity; zero: not checked
 	// Usage, if set, reads a unit's accounting for status (cgroupfs).
 	Usage func(unit string) (units.Usage, bool)
+	// Heartbeat, if set, is called from Run's loop every HeartbeatEvery
+	// (default 10s) once the agent is ready: the systemd watchdog ping. A
+	// loop stuck in a reconcile misses its beats.
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
 }
 
 // TaskEvent is a unit state change of one task instance.
@@ -92,8 +97,9 @@ type Supervisor struct {
 	kick chan struct{}
 
 	mu      sync.Mutex
-	errs    map[string]string    // unit -> last start error
-	retryAt map[string]time.Time // unit -> when delay mode starts it again
+	errs    map[string]string        // unit -> last start error
+	waiting map[string]func() string // unit -> progress of what its driver fetches
+	retryAt map[string]time.Time     // unit -> when delay mode starts it again
 	subs    []chan TaskEvent
 }
 
@@ -112,6 +118,7 @@ func New(cfg Config, store *Store, sd Systemd, states UnitStates, log *slog.Logg
 		cfg: cfg, log: log, store: store, sd: sd, states: states,
 		kick:    make(chan struct{}, 1),
 		errs:    map[string]string{},
+		waiting: map[string]func() string{},
 		retryAt: map[string]time.Time{},
 	}
 }
@@ -157,6 +164,17 @@ func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready f
 	}
 	tick := time.NewTicker(s.cfg.ReconcileEvery)
 	defer tick.Stop()
+	var beat <-chan time.Time // nil: never
+	if s.cfg.Heartbeat != nil {
+		every := s.cfg.HeartbeatEvery
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		beat = t.C
+		s.cfg.Heartbeat()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,6 +183,8 @@ func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready f
 			s.reconcileLogged(ctx)
 		case <-tick.C:
 			s.reconcileLogged(ctx)
+		case <-beat:
+			s.cfg.Heartbeat()
 		}
 	}
 }
@@ -395,14 +415,7 @@ func (s *Supervisor) reconcile(ctx context.Context) error {
 		if err == nil {
 			err = s.start(ctx, next[name], wants[name])
 		}
-		s.mu.Lock()
-		if err != nil {
-			s.errs[name] = err.Error()
-		} else {
-			delete(s.errs, name)
-		}
-		s.mu.Unlock()
-		if err != nil {
+		if err = s.noteStart(ctx, name, err); err != nil {
 			s.log.Error("start task", "unit", name, "err", err)
 		}
 	})

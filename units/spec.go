@@ -75,6 +75,25 @@ func ExecStop(argv []string) Property {
 	return prop("ExecStopEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: []string{"no-env-expand"}}})
 }
 
+// ExecStartPre runs argv before ExecStart; with ignoreFailure a failure
+// does not fail the start. Nothing is expanded.
+func ExecStartPre(argv []string, ignoreFailure bool) Property {
+	return prop("ExecStartPreEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: execFlags(ignoreFailure)}})
+}
+
+// ExecStopPost runs argv after the unit's processes are gone, also after
+// a failed start or a crash. Nothing is expanded.
+func ExecStopPost(argv []string, ignoreFailure bool) Property {
+	return prop("ExecStopPostEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: execFlags(ignoreFailure)}})
+}
+
+func execFlags(ignoreFailure bool) []string {
+	if ignoreFailure {
+		return []string{"no-env-expand", "ignore-failure"}
+	}
+	return []string{"no-env-expand"}
+}
+
 // Environment sets the process environment from a map, in a stable order.
 func Environment(env map[string]string) Property {
 	keys := make([]string, 0, len(env))
@@ -112,6 +131,8 @@ func prop(name string, v any) Property { return Property{Name: name, Value: dbus
 var propertySince = map[string]int{
 	"ExecStartEx":        243,
 	"ExecStopEx":         243,
+	"ExecStartPreEx":     243,
+	"ExecStopPostEx":     243,
 	"LogExtraFields":     240,
 	"AllowedCPUs":        244,
 	"AllowedMemoryNodes": 244,

@@ -38,8 +38,13 @@ func (s State) OutOfMemory() bool {
 	if s.Result == "oom-kill" {
 		return true
 	}
-	return s.OOMKilledPID != 0 && s.OOMKilledPID == s.ExecMainPID &&
-		s.ExecMainCode == CodeKilled && s.ExecMainStatus == 9
+	if s.OOMKilledPID == 0 || s.OOMKilledPID != s.ExecMainPID {
+		return false
+	}
+	// Killed by SIGKILL, or, for a main process that reports its child's
+	// end (crun running a container), exit status 128+SIGKILL.
+	return s.ExecMainCode == CodeKilled && s.ExecMainStatus == 9 ||
+		s.ExecMainCode == CodeExited && s.ExecMainStatus == 128+9
 }
 
 // Exit codes systemd uses in ExecMainCode (waitid's si_code).

@@ -102,6 +102,18 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Under WatchdogSec= (unitvisor.service), ping systemd from the
+	// supervisor's loop three times per period.
+	var heartbeat func()
+	var beatEvery time.Duration
+	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		beatEvery = wd / 3
+		heartbeat = func() {
+			if _, err := daemon.SdNotify(false, daemon.SdNotifyWatchdog); err != nil {
+				log.Warn("sd_notify watchdog", "err", err)
+			}
+		}
+	}
 	var stopHook supervisor.StopHook
 	if bridge != nil {
 		stopHook = bridge // deregister, then shutdown_delay, before each stop
@@ -118,8 +130,10 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 			u, err := cgroups.Usage(units.UnitCgroup(cfg.Slice, unit))
 			return u, err == nil
 		},
+		Heartbeat: heartbeat, HeartbeatEvery: beatEvery,
 	}, store, conn, watcher, log)
 	go mets.Run(ctx, sup.Subscribe(1024))
+	go collectImages(ctx, enabled, sup, log)
 	if bridge != nil {
 		go bridge.Run(ctx, sup, sup.Subscribe(1024))
 	}

@@ -58,6 +58,7 @@ func buildDrivers(ctx context.Context, cfg *config.Agent, log *slog.Logger) (map
 		info["qemu"] = driverInfo{Detected: true, Fingerprint: q}
 	}
 	all = append(all, qd)
+	all = append(all, dockerDriver(ctx, cfg, self, info, log))
 
 	enabled := map[string]supervisor.Driver{}
 	for _, d := range all {

@@ -30,6 +30,7 @@ commands:
   node status [-json]             show this machine's drivers and what fingerprinting found
   validate FILE                   check a job file; exit 2 if it is invalid
   qemu-powerdown [-timeout D] SOCK  (internal) ExecStop of qemu tasks: QMP system_powerdown
+  docker-prestart, docker-poststop  (internal) ExecStartPre/ExecStopPost of docker tasks
   version                         print the version
 
 Client commands reach the agent through -socket (default $UNITVISOR_SOCKET or
@@ -67,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "qemu-powerdown":
 		return qemuPowerdown(args[1:], stdout, stderr)
+	case "docker-prestart", "docker-poststop":
+		return dockerHelper(args[0], args[1:], stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":

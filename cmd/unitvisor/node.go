@@ -46,7 +46,7 @@ func nodeStatus(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "agent %s, systemd %d, units %s-* in %s, data in %s\n", info.Version, info.SystemdVersion, info.UnitPrefix, info.Slice, info.DataDir)
-	for _, name := range []string{"exec", "raw_exec", "java", "qemu"} {
+	for _, name := range []string{"exec", "raw_exec", "java", "qemu", "docker"} {
 		d, ok := info.Drivers[name]
 		if !ok {
 			continue

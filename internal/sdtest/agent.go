@@ -64,9 +64,22 @@ type Agent struct {
 // and would not see their task directories there.
 func StartAgent(t testing.TB, extra string) *Agent {
 	t.Helper()
+	return StartAgentUnder(t, "/var/lib", extra)
+}
+
+// StartAgentUnder is StartAgent with the agent's directory (data dir,
+// socket, config) in a new directory under parent: a test picks the
+// filesystem its task directories live on (overlayfs accepts no
+// overlayfs as upper layer, so docker tasks in the sandbox, whose /var is
+// an overlay, get rootfs copies there and overlays under /srv).
+func StartAgentUnder(t testing.TB, parent, extra string) *Agent {
+	t.Helper()
 	Conn(t) // fail early without systemd
 	namer := Prefix(t)
-	root, err := os.MkdirTemp("/var/lib", "uvtest-")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.MkdirTemp(parent, "uvtest-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 # unitvisor agent configuration (HCL), read by unitvisor.service.
-# Commented settings show the built-in defaults; unitvisor(1) and the README
-# describe them. After a change: systemctl restart unitvisor (running tasks
-# are adopted, not restarted).
+# Commented settings show the built-in defaults; the README describes every
+# setting. After a change: systemctl restart unitvisor (running tasks are
+# adopted, not restarted).
 
-# data_dir  = "/var/lib/unitvisor"             # store (state.db) and task directories
+# data_dir  = "/var/lib/unitvisor"             # store (state.db), task directories
 # socket    = "/run/unitvisor/unitvisor.sock"  # API for the unitvisor CLI (root only)
 log_level = "info"
 
@@ -20,19 +20,30 @@ ports {
 
 # exec: a non-root user with systemd's sandboxing. raw_exec runs commands as
 # given, as root by default, with no isolation: enable it only where every
-# job author may run anything on this machine.
+# job author may run anything on this machine. java and qemu are on, and
+# refuse tasks where no JVM or qemu is installed.
 driver "exec" { enabled = true }
 driver "raw_exec" { enabled = false }
-
-# Not read by this version of the agent; kept here, commented, as the place
-# for them:
-#
-# Prometheus metrics, on loopback only.
-# metrics {
-#   address = "127.0.0.1:9947"
+# driver "qemu" {
+#   enabled       = true
+#   allowed_paths = ["/var/lib/unitvisor/images"]   # VM images must be below these
 # }
-#
-# Service registration in the local Consul agent.
+
+# Kept for the system: tasks' memory reservations must fit in the rest.
+# reserved {
+#   memory = 256   # MiB
+#   cores  = 0
+# }
+
+# Prometheus metrics (/metrics), on loopback only.
+metrics {
+  address        = "127.0.0.1:17100"
+  usage_interval = "10s"
+}
+
+# Services and health checks in the local Consul agent. Without this block
+# there is no Consul bridge; tasks never wait for Consul either way.
 # consul {
 #   address = "127.0.0.1:8500"
+#   # token_file = "/etc/unitvisor/consul.token"
 # }

@@ -17,8 +17,8 @@ job "web" {
       command = "python3"
     }
   }
-  task "docker" {
-    driver = "docker"
+  task "podman" {
+    driver = "podman"
     config {
       command = "/bin/true"
     }

@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/unitvisor/unitvisor/units"
+)
+
+// Run calls Heartbeat from its loop once ready, on its period, and never
+// before the first reconcile is done (the systemd watchdog ping).
+func TestRunHeartbeat(t *testing.T) {
+	sd := newFake()
+	s := newSup(t, t.TempDir(), sd)
+	var beats atomic.Int32
+	var beatsAtReady int32 = -1
+	s.cfg.Heartbeat = func() { beats.Add(1) }
+	s.cfg.HeartbeatEvery = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(ctx, make(chan units.Event), func() { beatsAtReady = beats.Load() })
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for beats.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := beats.Load(); n < 3 {
+		t.Fatalf("%d heartbeats in 10s", n)
+	}
+	if beatsAtReady != 0 {
+		t.Fatalf("%d heartbeats before ready", beatsAtReady)
+	}
+	after := beats.Load()
+	time.Sleep(20 * time.Millisecond)
+	if beats.Load() != after {
+		t.Fatal("heartbeats after Run returned")
+	}
+}
