@@ -43,3 +43,33 @@ func TestRunHeartbeat(t *testing.T) {
 		t.Fatal("heartbeats after Run returned")
 	}
 }
+
+// slowStop is a systemd whose stops take a while, like a task ignoring
+// SIGTERM until its kill_timeout.
+type slowStop struct {
+	*fakeSystemd
+	wait time.Duration
+}
+
+func (s slowStop) Stop(ctx context.Context, name string, d time.Duration) error {
+	time.Sleep(s.wait)
+	return s.fakeSystemd.Stop(ctx, name, d)
+}
+
+// A job stop that waits on slow stop jobs keeps the watchdog fed.
+func TestHeartbeatWhileStopping(t *testing.T) {
+	sd := newFake()
+	s := newSup(t, t.TempDir(), sd)
+	submit(t, s, jobSrc("600", 1))
+	s.sd = slowStop{sd, 300 * time.Millisecond}
+	var beats atomic.Int32
+	s.cfg.Heartbeat = func() { beats.Add(1) }
+	s.cfg.HeartbeatEvery = 20 * time.Millisecond
+	s.ready.Store(true)
+	if err := s.StopJob(context.Background(), "web", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := beats.Load(); n < 5 {
+		t.Fatalf("%d heartbeats during a 300ms stop, want about 15", n)
+	}
+}

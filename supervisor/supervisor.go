@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/unitvisor/unitvisor/drivers"
@@ -71,8 +72,9 @@ type Config struct {
 	// Usage, if set, reads a unit's accounting for status (cgroupfs).
 	Usage func(unit string) (units.Usage, bool)
 	// Heartbeat, if set, is called from Run's loop every HeartbeatEvery
-	// (default 10s) once the agent is ready: the systemd watchdog ping. A
-	// loop stuck in a reconcile misses its beats.
+	// (default 10s) once the agent is ready, and while a reconcile or stop
+	// waits on systemd: the systemd watchdog ping. A loop stuck elsewhere
+	// misses its beats.
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
 }
@@ -93,8 +95,9 @@ type Supervisor struct {
 	sd     Systemd
 	states UnitStates
 
-	opMu sync.Mutex // one reconcile or stop at a time
-	kick chan struct{}
+	opMu  sync.Mutex // one reconcile or stop at a time
+	kick  chan struct{}
+	ready atomic.Bool // Run has called ready
 
 	mu      sync.Mutex
 	errs    map[string]string        // unit -> last start error
@@ -162,15 +165,12 @@ func (s *Supervisor) Run(ctx context.Context, events <-chan units.Event, ready f
 	if ready != nil {
 		ready()
 	}
+	s.ready.Store(true)
 	tick := time.NewTicker(s.cfg.ReconcileEvery)
 	defer tick.Stop()
 	var beat <-chan time.Time // nil: never
 	if s.cfg.Heartbeat != nil {
-		every := s.cfg.HeartbeatEvery
-		if every <= 0 {
-			every = 10 * time.Second
-		}
-		t := time.NewTicker(every)
+		t := time.NewTicker(s.heartbeatEvery())
 		defer t.Stop()
 		beat = t.C
 		s.cfg.Heartbeat()
@@ -456,18 +456,46 @@ func (s *Supervisor) forgetUnit(jobs []JobRecord, rec UnitRecord) {
 	os.RemoveAll(s.taskDir(rec.Job, rec.Task, rec.Index))
 }
 
+// parallel runs fn for every name, at most cfg.Parallel at once. While it
+// waits it keeps the watchdog fed: a reconcile or job stop waiting on stop
+// jobs (up to kill_timeout each) is busy, not stuck.
 func (s *Supervisor) parallel(names []string, fn func(string)) {
-	sem := make(chan struct{}, s.cfg.Parallel)
-	var wg sync.WaitGroup
-	for _, n := range names {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(n)
-		}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sem := make(chan struct{}, s.cfg.Parallel)
+		var wg sync.WaitGroup
+		for _, n := range names {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				fn(n)
+			}()
+		}
+		wg.Wait()
+	}()
+	if s.cfg.Heartbeat == nil || !s.ready.Load() {
+		<-done
+		return
 	}
-	wg.Wait()
+	t := time.NewTicker(s.heartbeatEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			s.cfg.Heartbeat()
+		}
+	}
+}
+
+func (s *Supervisor) heartbeatEvery() time.Duration {
+	if s.cfg.HeartbeatEvery > 0 {
+		return s.cfg.HeartbeatEvery
+	}
+	return 10 * time.Second
 }
 
 func (s *Supervisor) recordMap() (map[string]UnitRecord, error) {
