@@ -592,11 +592,13 @@ func (s *Supervisor) taskDir(job, task string, index int) string {
 
 // start prepares the instance with its driver and starts its unit.
 func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
-	spec, in, err := s.prepare(ctx, rec, w)
+	spec, _, err := s.prepare(ctx, rec, w)
 	if err != nil {
 		return err
 	}
-	s.log.Info("starting unit", "unit", rec.Unit, "argv", drivers.Quote(in.Argv()))
+	if argv, ok := spec.Get("ExecStartEx"); ok {
+		s.log.Info("starting unit", "unit", rec.Unit, "exec", argv)
+	}
 	return s.sd.Start(ctx, spec, s.cfg.StartTimeout)
 }
 

@@ -31,6 +31,13 @@ type Watcher struct {
 	synced chan struct{}
 	once   sync.Once
 
+	// Events wait in queue until the consumer takes them, so the signal
+	// loop never blocks on a slow (or not yet started) consumer: the first
+	// sync alone emits one event per unit, thousands on a big node.
+	qmu   sync.Mutex
+	queue []Event
+	wake  chan struct{}
+
 	mu    sync.RWMutex
 	cache map[string]State
 
@@ -45,7 +52,8 @@ func NewWatcher(conn *Conn, namer Namer, heal time.Duration, log *slog.Logger) *
 	return &Watcher{
 		log: log, conn: conn, namer: namer, heal: heal,
 		dialBus: systemBus,
-		events:  make(chan Event, 1024),
+		events:  make(chan Event, 64),
+		wake:    make(chan struct{}, 1),
 		synced:  make(chan struct{}),
 		cache:   map[string]State{},
 	}
@@ -97,6 +105,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.runCtx = ctx
 	w.mu.Unlock()
+	go w.pump(ctx)
 	backoff := 100 * time.Millisecond
 	for {
 		start := time.Now()
@@ -289,10 +298,39 @@ func (w *Watcher) gone(ctx context.Context, name string) {
 	w.emit(ctx, st)
 }
 
-func (w *Watcher) emit(ctx context.Context, st State) {
+// emit queues an event; it never blocks.
+func (w *Watcher) emit(_ context.Context, st State) {
+	w.qmu.Lock()
+	w.queue = append(w.queue, Event{State: st})
+	w.qmu.Unlock()
 	select {
-	case w.events <- Event{State: st}:
-	case <-ctx.Done():
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump hands queued events to the Events channel, in order.
+func (w *Watcher) pump(ctx context.Context) {
+	for {
+		w.qmu.Lock()
+		batch := w.queue
+		w.queue = nil
+		w.qmu.Unlock()
+		for _, ev := range batch {
+			select {
+			case w.events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -176,7 +176,11 @@ func (d Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, err
 	qmp := QMPSocket(in.TaskDir)
 	props = append(props, units.ExecStart(Argv(d.Qemu.Path, in, image, accel, guestMB, qmp)))
 	if in.Task.Config.GracefulShutdown && d.Stopper != nil {
-		stop := append(d.Stopper(in.Task.KillTimeout), qmp)
+		// ExecStop itself runs under TimeoutStopSec (= kill_timeout): it
+		// gives up a little earlier so that it can report, then systemd
+		// sends SIGKILL at about kill_timeout.
+		wait := in.Task.KillTimeout - min(time.Second, in.Task.KillTimeout/4)
+		stop := append(d.Stopper(wait), qmp)
 		props = append(props,
 			units.ExecStop(stop),
 			// After ExecStop (powerdown, waited for up to kill_timeout) what

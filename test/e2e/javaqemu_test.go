@@ -181,10 +181,17 @@ job %q {
 		t.Fatalf("stop took %s; want about kill_timeout (3s)", took)
 	}
 	var logs string
-	sdtest.Eventually(t, 5*time.Second, "QMP exchange in the journal", func() bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
 		logs = journal(t, "_SYSTEMD_UNIT="+u)
-		return strings.Contains(logs, `qmp> {"execute":"system_powerdown"}`) && strings.Contains(logs, "did not shut down")
-	})
+		if strings.Contains(logs, `qmp> {"execute":"system_powerdown"}`) && strings.Contains(logs, "did not shut down") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no QMP exchange in the journal of %s:\n%s", u, logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if !strings.Contains(logs, `qmp< {"return": {}}`) {
 		t.Fatalf("no QMP answer in the journal:\n%s", logs)
 	}
