@@ -83,7 +83,7 @@ func (h *harness) send(in supervisor.Instance, st units.State) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
@@ -168,7 +168,7 @@ func TestAntiEntropy(t *testing.T) {
 	stale := ServiceID(node, "old", "api", 0, "web")
 	foreign := ServiceID(other, "web", "api", 0, "web")
 	handMade := ServiceID(node, "web", "api", 0, "web2") // our prefix, but not registered by us
-	h := start(t, Config{SyncInterval: 50 * time.Millisecond, Probation: 300 * time.Millisecond}, func(h *harness) {
+	h := start(t, Config{SyncInterval: 50 * time.Millisecond, Probation: 2 * time.Second}, func(h *harness) {
 		for _, id := range []string{stale, foreign} {
 			h.consul.services[id] = &api.AgentService{ID: id, Service: "web", Meta: map[string]string{MetaSource: "unitvisor"}}
 		}
@@ -385,4 +385,69 @@ func TestRestartIsWarningNotCritical(t *testing.T) {
 	h.waitStatus(cid, api.HealthPassing, "running")
 	h.send(in, step("inactive", "dead", "success"))
 	h.waitStatus(cid, api.HealthCritical, "inactive (dead)")
+}
+
+// TestCheckRestartOfConsulCheck: an http check run by Consul is read once
+// per interval; critical results in a row restart the task.
+func TestCheckRestartOfConsulCheck(t *testing.T) {
+	h := start(t, Config{}, nil)
+	task := webTask(jobspec.Service{Name: "web", Port: "http", Checks: []jobspec.Check{{
+		Name: "http", Type: jobspec.CheckHTTP, Port: "http", Path: "/", Method: "GET", Protocol: "http",
+		Interval: time.Second, Timeout: time.Second, CheckRestart: &jobspec.CheckRestart{Limit: 2},
+	}}})
+	in := instanceOf("web", task, 0, running(""))
+	cid := CheckID(ServiceID(node, "web", "api", 0, "web"), "http")
+	h.send(in, running(""))
+	eventually(t, "http check registered", func() bool { s, _ := h.consul.status(cid); return s != "" })
+	// Consul's checks start critical: nothing happens while they pass.
+	h.consul.mu.Lock()
+	h.consul.checks[cid].Status = api.HealthPassing
+	h.consul.mu.Unlock()
+	select {
+	case <-h.tasks.restarted:
+		t.Fatal("restarted while the check passes")
+	case <-time.After(2500 * time.Millisecond):
+	}
+	h.consul.mu.Lock()
+	h.consul.checks[cid].Status = api.HealthCritical
+	h.consul.mu.Unlock()
+	select {
+	case <-h.tasks.restarted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no restart after 2 critical results")
+	}
+}
+
+// TestAgentRestartAdoptsRegistrations: a new bridge (the agent restarted)
+// finds its services in Consul as it wants them: it registers nothing
+// again, the checks stay passing, and it deregisters nothing during the
+// probation.
+func TestAgentRestartAdoptsRegistrations(t *testing.T) {
+	consul := newFakeConsul()
+	tasks := newFakeTasks()
+	in := instanceOf("web", webTask(), 0, running(""))
+	tasks.set(in)
+	stale := ServiceID(node, "gone", "api", 0, "web")
+	first := start(t, Config{}, func(h *harness) { h.consul, h.tasks = consul, tasks })
+	cid := CheckID(ServiceID(node, "web", "api", 0, "web"), "ttl")
+	first.waitStatus(cid, api.HealthPassing, "running")
+	consul.mu.Lock()
+	consul.services[stale] = &api.AgentService{ID: stale, Service: "web", Meta: map[string]string{MetaSource: "unitvisor"}}
+	consul.mu.Unlock()
+
+	consul.resetCalls()
+	second := start(t, Config{SyncInterval: 20 * time.Millisecond, Probation: time.Hour}, func(h *harness) { h.consul, h.tasks = consul, tasks })
+	eventually(t, "a few syncs", func() bool { return consul.callCounts()["services"] >= 3 })
+	eventually(t, "status re-pushed once", func() bool { return consul.callCounts()["check_update"] >= 1 })
+	calls := consul.callCounts()
+	if calls["register"] != 0 || calls["deregister"] != 0 {
+		t.Errorf("after a restart the bridge made calls %v; want no (de)registration", calls)
+	}
+	if got := consul.statuses(cid); slices.ContainsFunc(got, func(s string) bool { return s != api.HealthPassing }) {
+		t.Errorf("check statuses %v across the restart", got)
+	}
+	second.waitStatus(cid, api.HealthPassing, "running")
+	if !consul.has(stale) {
+		t.Error("reaped during probation")
+	}
 }

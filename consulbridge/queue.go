@@ -193,7 +193,10 @@ func (b *Bridge) pushChecks(ctx context.Context, e *entry, want *desired) error 
 		switch {
 		case err == nil:
 			if e.pushed == nil {
-				e.pushed, e.pushedAt = map[string]health{}, map[string]time.Time{}
+				e.pushed = map[string]health{}
+			}
+			if e.pushedAt == nil {
+				e.pushedAt = map[string]time.Time{}
 			}
 			e.pushed[cid], e.pushedAt[cid], e.opAt = h, time.Now(), time.Now()
 		case stale(err):

@@ -165,11 +165,15 @@ func readOutput(path string) string {
 }
 
 // scriptDropped are the task unit's properties a script check unit does
-// not take over: how the task runs, restarts, stops and logs. It keeps
-// the rest: user, environment, working directory, slice, isolation and
-// resource limits.
+// not take over: what the task runs, and how it restarts, stops and logs.
+// It keeps the rest: user, environment, working directory, slice,
+// isolation and resource limits. (For a container task that is the host
+// side of the task: the script does not run inside the container.)
 var scriptDropped = map[string]bool{
 	"Description": true, "ExecStart": true, "ExecStartEx": true, "Type": true,
+	"ExecStartPre": true, "ExecStartPreEx": true, "ExecStartPost": true, "ExecStartPostEx": true,
+	"ExecStop": true, "ExecStopEx": true, "ExecStopPost": true, "ExecStopPostEx": true,
+	"ExecReload": true, "ExecReloadEx": true, "ExecCondition": true, "ExecConditionEx": true,
 	"RemainAfterExit": true, "Restart": true, "RestartUSec": true,
 	"StartLimitIntervalUSec": true, "StartLimitBurst": true, "KillSignal": true,
 	"TimeoutStartUSec": true, "TimeoutStopUSec": true, "RuntimeMaxUSec": true,

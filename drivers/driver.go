@@ -25,12 +25,15 @@ type Instance struct {
 	Job     *jobspec.Job
 	Task    *jobspec.Task
 	Index   int
-	Unit    string            // unit name
-	Slice   string            // e.g. "unitvisor.slice"
-	TaskDir string            // absolute; local/, secrets/, tmp/ live under it
-	Ports   map[string]int    // port label -> host port
-	CPUs    string            // CPUs to pin to: the task's cpuset or the cores the agent picked
-	Vars    map[string]string // UNITVISOR_* values for interpolation and the environment
+	Unit    string         // unit name
+	Slice   string         // e.g. "unitvisor.slice"
+	TaskDir string         // absolute; local/, secrets/, tmp/ live under it
+	Ports   map[string]int // port label -> host port
+	CPUs    string         // CPUs to pin to: the task's cpuset or the cores the agent picked
+	// Launcher is the agent's own binary, which runs command lines that
+	// would not survive a daemon-reload (see Command); "" runs them as is.
+	Launcher string
+	Vars     map[string]string // UNITVISOR_* values for interpolation and the environment
 }
 
 // Interpolate replaces ${UNITVISOR_*} references in s with this instance's values.

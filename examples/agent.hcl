@@ -10,3 +10,9 @@ ports {
 
 driver "exec" { enabled = true }
 driver "raw_exec" { enabled = false }
+
+# Prometheus /metrics, on loopback unless exposed on purpose.
+metrics {
+  address        = "127.0.0.1:17100"
+  usage_interval = "10s"
+}

@@ -74,7 +74,14 @@ func (d *decoder) decodeDockerConfig(cfg *Config, block *hcl.Block, driver strin
 		}
 	}
 	if a := attrs["load"]; a != nil {
-		cfg.Load = d.absPath(a, vars)
+		// No references: the agent checks the tarball at submit.
+		if s, ok := d.stringAttr(a); ok {
+			if path.IsAbs(s) {
+				cfg.Load = path.Clean(s)
+			} else {
+				d.errorf(a.Expr.Range(), "Invalid path", "load %q is not an absolute path; use the absolute path", s)
+			}
+		}
 	}
 	if a := attrs["entrypoint"]; a != nil {
 		cfg.Entrypoint = d.decodeArgs(a, vars)

@@ -138,10 +138,11 @@ func (m *Metrics) Run(ctx context.Context, events <-chan supervisor.TaskEvent) {
 			}
 			m.Observe(ev)
 		case <-m.changed:
-			// Changes come in bursts (a job's units starting): encode
-			// once they settle. A scrape meanwhile encodes itself.
+			// Encode ahead of the next scrape, at most once a second:
+			// changes come in bursts (a job's thousand units starting),
+			// and a scrape meanwhile encodes what it needs itself.
 			if encode == nil {
-				encode = time.After(100 * time.Millisecond)
+				encode = time.After(time.Second)
 			}
 		case <-encode:
 			encode = nil

@@ -32,14 +32,16 @@ metrics {
 
 // goldenJob: two sleeping instances with a memory limit, and one that
 // exits 3 (after its start job is done, so it has a start time) and is not
-// restarted.
+// restarted. The sleeping ones hold a few MB in the shell once they have
+// run a second: a bare sleep's 200 KB were once seen accounted as 0 for a
+// whole minute in the sandbox (v1 memory controller).
 const goldenJob = `job "golden" {
   task "sleep" {
     driver = "raw_exec"
     count  = 2
     config {
-      command = "/bin/sleep"
-      args    = ["600"]
+      command = "/bin/sh"
+      args    = ["-c", "sleep 1; x=$(seq 1 300000); sleep 600"]
     }
     resources {
       memory = 64
@@ -117,25 +119,36 @@ func TestAgentMetrics(t *testing.T) {
 	a := sdtest.StartAgent(t, agentConfig)
 	a.MustCLI("job", "run", "-detach", sdtest.WriteJob(t, "golden.hcl", goldenJob))
 	murl := a.MetricsURL()
-	got := waitFor(t, murl, map[string]string{
+	settled := map[string]string{
 		"unitvisor_job_running_instances" + `{job="golden"}`:        "2",
 		"unitvisor_task_state" + stateLabels("exits", 0, "failed"):  "1",
 		"unitvisor_task_memory_limit_bytes" + sleepLabels(0):        "6.7108864e+07",
 		"unitvisor_task_memory_limit_bytes" + sleepLabels(1):        "6.7108864e+07",
 		"unitvisor_task_last_exit_code" + exitsLabels:               "3",
 		"unitvisor_task_state" + stateLabels("sleep", 1, "running"): "1",
-	})
+	}
+	waitFor(t, murl, settled)
 	for i := range 2 {
-		if v, _ := strconv.ParseFloat(sample(got, "unitvisor_task_memory_bytes", sleepLabels(i)), 64); v <= 0 {
-			t.Errorf("sleep %d: memory %v, want > 0", i, v)
+		// The shell's 300000 numbers are ~2 MB.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			v, _ := strconv.ParseFloat(sample(get(t, murl), "unitvisor_task_memory_bytes", sleepLabels(i)), 64)
+			if v > 1<<20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep %d: memory %v, want > 1 MB; the unit's memory cgroup:\n%s", i, v, memoryCgroup(t, a.Unit("golden", "sleep", i)))
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	got := waitFor(t, murl, settled)
 	if v, _ := strconv.ParseFloat(sample(got, "unitvisor_dbus_call_duration_seconds_count", `{method="StartTransientUnit"}`), 64); v < 3 {
 		t.Errorf("StartTransientUnit calls: %v, want >= 3", v)
 	}
 	golden(t, "agent.golden", normalise(ours(got),
 		// Readings and timings; which D-Bus calls the watcher needed.
-		"unitvisor_task_memory_bytes", "unitvisor_task_cpu_seconds_total", "unitvisor_task_start_time_seconds",
+		"unitvisor_task_memory_bytes", "unitvisor_task_cpu_seconds_total", "unitvisor_task_start_time_seconds", "unitvisor_task_kernel_tasks",
 		"unitvisor_reconcile_duration_seconds", "unitvisor_dbus_call_duration_seconds", "unitvisor_dbus_call_errors_total",
 		"unitvisor_watcher_events_total", "unitvisor_usage_refresh_duration_seconds"))
 
@@ -152,7 +165,7 @@ func TestAgentMetrics(t *testing.T) {
 		prom := startPrometheus(t, strings.TrimSuffix(strings.TrimPrefix(murl, "http://"), "/metrics"))
 		// The agent's job and instance labels arrive as exported_job and
 		// exported_instance: Prometheus keeps its own target labels.
-		mem := prom.waitQuery(t, `unitvisor_task_memory_bytes{exported_job="golden",task="sleep"} > 0`, 2)
+		mem := prom.waitQuery(t, `unitvisor_task_memory_bytes{exported_job="golden",task="sleep"} > 1e6`, 2)
 		state := prom.waitQuery(t, `unitvisor_task_state{exported_job="golden",task="sleep",state="running"} == 1`, 2)
 		for _, r := range append(mem, state...) {
 			if r.Metric["driver"] != "raw_exec" || r.Metric["job"] != "unitvisor" {
@@ -160,6 +173,33 @@ func TestAgentMetrics(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("stopped job leaves no series", func(t *testing.T) {
+		a.MustCLI("job", "stop", "golden")
+		var expo string
+		sdtest.Eventually(t, 15*time.Second, "no series of job golden", func() bool {
+			expo = get(t, murl)
+			return !strings.Contains(expo, `job="golden"`)
+		})
+		if v := sample(expo, "unitvisor_jobs", `{state="stopped"}`); v != "1" {
+			t.Errorf("stopped jobs: %q, want 1", v)
+		}
+	})
+}
+
+// memoryCgroup describes a unit's v1 memory cgroup and where its processes
+// are, for a failure message.
+func memoryCgroup(t *testing.T, unit string) string {
+	dir := filepath.Join("/sys/fs/cgroup/memory/unitvisor.slice", unit)
+	var b strings.Builder
+	for _, f := range []string{"memory.usage_in_bytes", "memory.limit_in_bytes", "cgroup.procs"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		fmt.Fprintf(&b, "%s: %q %v\n", f, data, err)
+	}
+	pid := sdtest.Show(t, unit, "MainPID")
+	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	fmt.Fprintf(&b, "/proc/%s/cgroup: %s %v\nMemoryCurrent=%s\n", pid, data, err, sdtest.Show(t, unit, "MemoryCurrent"))
+	return b.String()
 }
 
 // TestAgentRestartCounter: the restart counter of a task survives kill -9

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/unitvisor/unitvisor/jobspec"
 	"github.com/unitvisor/unitvisor/metrics"
@@ -294,5 +298,44 @@ func BenchmarkScrape1000(b *testing.B) {
 		if rec.Code != 200 {
 			b.Fatal(rec.Code)
 		}
+	}
+}
+
+// TestExposition: the body parses as Prometheus's text format, and gzip
+// (which Prometheus asks for) gives the same families.
+func TestExposition(t *testing.T) {
+	m := fixed(t)
+	plain := scrape(t, m)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(plain)); err != nil {
+		t.Fatalf("exposition does not parse: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "deflate, gzip;q=0.9")
+	m.Handler().ServeHTTP(rec, req)
+	if rec.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", rec.Header().Get("Content-Encoding"))
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unzipped, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	volatile := []string{"unitvisor_usage_refresh_duration_seconds"}
+	if a, b := normalise(ours(plain), volatile...), normalise(ours(string(unzipped)), volatile...); a != b {
+		t.Fatalf("gzip body differs:\n%s", diff(a, b))
+	}
+	req.Header.Set("Accept-Encoding", "gzip;q=0")
+	rec = httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, req)
+	if rec.Header().Get("Content-Encoding") != "" {
+		t.Fatal("gzip;q=0 must not get gzip")
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	Node       Node // capacity; zero: not checked
 	// Usage, if set, reads a unit's accounting for status (cgroupfs).
 	Usage func(unit string) (units.Usage, bool)
+	// Launcher is the agent's binary, for command lines that must not sit
+	// in a unit file (see drivers.Command).
+	Launcher string
 	// Heartbeat, if set, is called from Run's loop every HeartbeatEvery
 	// (default 10s) once the agent is ready, and while a reconcile or stop
 	// waits on systemd: the systemd watchdog ping. A loop stuck elsewhere
@@ -596,7 +599,7 @@ func (s *Supervisor) start(ctx context.Context, rec UnitRecord, w want) error {
 	if err != nil {
 		return err
 	}
-	if argv, ok := spec.Get("ExecStartEx"); ok {
+	if argv, ok := spec.Get("ExecStart"); ok {
 		s.log.Info("starting unit", "unit", rec.Unit, "exec", argv)
 	}
 	return s.sd.Start(ctx, spec, s.cfg.StartTimeout)
@@ -614,7 +617,7 @@ func (s *Supervisor) prepare(ctx context.Context, rec UnitRecord, w want) (units
 	}
 	in := drivers.Instance{
 		Job: w.job, Task: w.task, Index: w.index, Unit: rec.Unit, Slice: s.cfg.Slice,
-		TaskDir: dir, Ports: rec.Ports, CPUs: rec.CPUs,
+		TaskDir: dir, Ports: rec.Ports, CPUs: rec.CPUs, Launcher: s.cfg.Launcher,
 		Vars: jobspec.VarsFor(w.job, w.task, w.index, dir, rec.Unit, rec.Ports),
 	}
 	spec, err := d.Prepare(ctx, in)

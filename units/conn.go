@@ -100,7 +100,10 @@ func (c *Conn) conn(ctx context.Context) (*sddbus.Conn, error) {
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		sd, err := c.dial(ctx)
+		// godbus closes a connection when the context it was dialled
+		// with ends: the connection must outlive the call (an API
+		// request's context) that happened to dial it.
+		sd, err := c.dial(context.WithoutCancel(ctx))
 		if err == nil {
 			v, verr := sd.GetManagerProperty("Version")
 			if verr == nil {

@@ -55,43 +55,69 @@ func Strings(name string, v []string) Property { return prop(name, v) }
 // USec is a time span property ("t", microseconds), e.g. RestartUSec.
 func USec(name string, d time.Duration) Property { return prop(name, uint64(d/time.Microsecond)) }
 
-// execCommandEx is one entry of ExecStartEx: D-Bus (sasas).
-type execCommandEx struct {
-	Path  string
-	Args  []string
-	Flags []string
-}
-
-// ExecStart runs argv[0] with argv (argv[0] included) and tells systemd not
-// to expand $VARS: interpolation is unitvisor's job, and an argument like
-// "${PATH}" must reach the process as written.
-func ExecStart(argv []string) Property {
-	return prop("ExecStartEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: []string{"no-env-expand"}}})
-}
+// ExecStart runs argv[0] with argv (argv[0] included); systemd expands
+// nothing in it: interpolation is unitvisor's job, and an argument like
+// "${PATH}" must reach the process as written. It uses the classic
+// ExecStart with "$" escaped (see Exec), not ExecStartEx with
+// no-env-expand: systemd 252 loses ExecStartEx on daemon-reload, after
+// which a restarting unit has no command (checked). The classic form has a
+// reload problem too: see ReloadSafe.
+func ExecStart(argv []string) Property { return Exec("ExecStart", argv, false) }
 
 // ExecStop runs argv when the unit is stopped, before the KillSignal;
 // like ExecStart, systemd expands nothing in it.
-func ExecStop(argv []string) Property {
-	return prop("ExecStopEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: []string{"no-env-expand"}}})
+func ExecStop(argv []string) Property { return Exec("ExecStop", argv, false) }
+
+// execCommand is one entry of ExecStart, ExecStartPre, ExecStopPost...:
+// D-Bus (sasb), the bool being "ignore failure".
+type execCommand struct {
+	Path          string
+	Args          []string
+	IgnoreFailure bool
 }
 
-// ExecStartPre runs argv before ExecStart; with ignoreFailure a failure
-// does not fail the start. Nothing is expanded.
-func ExecStartPre(argv []string, ignoreFailure bool) Property {
-	return prop("ExecStartPreEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: execFlags(ignoreFailure)}})
-}
-
-// ExecStopPost runs argv after the unit's processes are gone, also after
-// a failed start or a crash. Nothing is expanded.
-func ExecStopPost(argv []string, ignoreFailure bool) Property {
-	return prop("ExecStopPostEx", []execCommandEx{{Path: argv[0], Args: argv, Flags: execFlags(ignoreFailure)}})
-}
-
-func execFlags(ignoreFailure bool) []string {
-	if ignoreFailure {
-		return []string{"no-env-expand", "ignore-failure"}
+// Exec sets a command property such as ExecStart, ExecStartPre or
+// ExecStopPost in its classic form, each "$" escaped as "$$" so that
+// systemd expands nothing. Unlike the Ex variants (ExecStartEx...),
+// systemd 252 writes these into the transient unit file in a form it
+// reads back: they survive daemon-reload and daemon-reexec (checked: after
+// a reexec a unit started with ExecStopPostEx had no ExecStopPost left).
+func Exec(name string, argv []string, ignoreFailure bool) Property {
+	esc := make([]string, len(argv))
+	for i, a := range argv {
+		esc[i] = strings.ReplaceAll(a, "$", "$$")
 	}
-	return []string{"no-env-expand"}
+	return prop(name, []execCommand{{Path: argv[0], Args: esc, IgnoreFailure: ignoreFailure}})
+}
+
+// ReloadSafe reports whether argv survives a daemon-reload intact. systemd
+// 252 writes a transient unit's command line into its unit file escaping
+// ";" as "\;" and "$" as "\$" inside quotes, and reads those back as
+// unknown escapes: after a reload a restarting unit runs a garbled command
+// (checked with ";", "$", "\" and quotes). Arguments made only of the
+// characters below survive; callers route other command lines through a
+// file (see drivers.Command).
+func ReloadSafe(argv []string) bool {
+	for _, a := range argv {
+		if a == "" {
+			return false
+		}
+		for _, c := range a {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_@%+=:,./- ", c)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ExitStatus is a property of D-Bus type "(aiai)" such as
+// SuccessExitStatus: exit statuses and signals.
+func ExitStatus(name string, statuses, signals []int32) Property {
+	return prop(name, struct {
+		Statuses []int32
+		Signals  []int32
+	}{statuses, signals})
 }
 
 // Environment sets the process environment from a map, in a stable order.
@@ -129,10 +155,6 @@ func prop(name string, v any) Property { return Property{Name: name, Value: dbus
 // StartTransientUnit, for properties newer than Debian oldstable's 247. One
 // unknown property fails the whole call, so Start checks before sending.
 var propertySince = map[string]int{
-	"ExecStartEx":        243,
-	"ExecStopEx":         243,
-	"ExecStartPreEx":     243,
-	"ExecStopPostEx":     243,
 	"LogExtraFields":     240,
 	"AllowedCPUs":        244,
 	"AllowedMemoryNodes": 244,

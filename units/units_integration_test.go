@@ -4,7 +4,9 @@ package units_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +127,55 @@ func TestSurvivesDaemonReexec(t *testing.T) {
 		s, ok := w.Get(name)
 		return ok && s.Running()
 	})
+}
+
+// Commands must survive daemon-reload. systemd 252 drops ExecStartEx from
+// a transient unit on reload, and garbles ";", "$", quotes and backslashes
+// of the classic form (see ReloadSafe); a reload-safe command line comes
+// back intact, "%" and spaces included, and restarts run it unchanged.
+func TestReloadSafeCommandSurvivesDaemonReload(t *testing.T) {
+	conn := sdtest.Conn(t)
+	namer := sdtest.Prefix(t)
+	ctx := context.Background()
+	script := filepath.Join(t.TempDir(), "run.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"literal|$1|$2\"\nsleep 0.5\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"/bin/sh", script, "pct%n", "with space"}
+	if !units.ReloadSafe(argv) {
+		t.Fatal("argv should be reload-safe")
+	}
+	for _, bad := range [][]string{{"/bin/sh", "-c", "a; b"}, {"/bin/echo", "$HOME"}, {"/bin/echo", `"q"`}, {"/bin/echo", ""}} {
+		if units.ReloadSafe(bad) {
+			t.Fatalf("%q reported reload-safe", bad)
+		}
+	}
+	name, _ := namer.Name("reload", "x", 0)
+	err := conn.Start(ctx, units.Spec{Name: name, Properties: []units.Property{
+		units.String("Type", "exec"),
+		units.ExecStart(argv),
+		units.LogExtraFields(map[string]string{"UNITVISOR_JOB": name}),
+		units.String("Restart", "on-failure"),
+		units.USec("RestartUSec", 200*time.Millisecond),
+		units.Uint32("StartLimitBurst", 3),
+		units.USec("StartLimitIntervalUSec", time.Minute),
+	}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("systemctl", "daemon-reload").CombinedOutput(); err != nil {
+		t.Fatalf("daemon-reload: %v %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("journalctl", "-q", "-o", "cat", "UNITVISOR_JOB="+name).Output()
+		if strings.Count(string(out), "literal|pct%n|with space\n") == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			unit, _ := exec.Command("journalctl", "-q", "-o", "cat", "-u", name).CombinedOutput()
+			t.Fatalf("no three intact runs after the reload:\n%s\n%s", out, unit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

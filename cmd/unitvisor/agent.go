@@ -120,9 +120,10 @@ func agent(ctx context.Context, cfg *config.Agent, log *slog.Logger) error {
 	}
 	sup := supervisor.New(supervisor.Config{
 		DataDir: cfg.DataDir, Namer: namer, Slice: cfg.Slice,
-		Ports:   supervisor.PortRange{Min: cfg.Ports.Min, Max: cfg.Ports.Max},
-		Drivers: enabled,
-		Node:    node,
+		Ports:    supervisor.PortRange{Min: cfg.Ports.Min, Max: cfg.Ports.Max},
+		Drivers:  enabled,
+		Node:     node,
+		Launcher: launcherPath(log),
 		// Desired state and reconcile durations for metrics.
 		Reconciled: mets.Reconciled,
 		StopHook:   stopHook,

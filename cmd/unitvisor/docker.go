@@ -44,7 +44,7 @@ func dockerDriver(ctx context.Context, cfg *config.Agent, self string, info map[
 	if err := os.MkdirAll(d.StateRoot, 0o700); err != nil {
 		return problem(fmt.Errorf("crun state dir: %w", err))
 	}
-	fp, err := docker.Fingerprint(ctx, filepath.Join(cfg.DataDir, "tasks"))
+	fp, err := docker.Fingerprint(ctx, filepath.Join(cfg.DataDir, "tasks"), d.Helper)
 	if err != nil {
 		return problem(err)
 	}
@@ -93,9 +93,22 @@ func collectImages(ctx context.Context, enabled map[string]supervisor.Driver, su
 	}
 }
 
-// dockerHelper is the ExecStartPre (docker-prestart) and ExecStopPost
-// (docker-poststop) of docker tasks.
+// dockerHelper is the ExecStartPre (docker-prestart), main process
+// (docker-run, under unshare --mount) and ExecStopPost (docker-poststop)
+// of docker tasks, and the agent's overlay probe (docker-overlay-probe
+// DIR, under unshare --mount).
 func dockerHelper(verb string, args []string, stderr io.Writer) int {
+	if verb == "docker-overlay-probe" {
+		if len(args) != 1 {
+			fmt.Fprintln(stderr, "usage: unitvisor docker-overlay-probe DIR")
+			return exitInvalid
+		}
+		if err := docker.ProbeOverlay(args[0]); err != nil {
+			fmt.Fprintln(stderr, "unitvisor docker-overlay-probe:", err)
+			return exitFailure
+		}
+		return exitOK
+	}
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var b docker.Bundle
@@ -111,13 +124,18 @@ func dockerHelper(verb string, args []string, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	var err error
-	if verb == "docker-prestart" {
+	switch verb {
+	case "docker-prestart", "docker-run":
 		if b.Lower == "" {
-			fmt.Fprintln(stderr, "unitvisor docker-prestart: -lower is required")
+			fmt.Fprintf(stderr, "unitvisor %s: -lower is required\n", verb)
 			return exitInvalid
 		}
-		err = docker.Prestart(ctx, b)
-	} else {
+		if verb == "docker-run" {
+			err = docker.Run(b) // returns only on failure
+		} else {
+			err = docker.Prestart(ctx, b)
+		}
+	default:
 		err = docker.Poststop(ctx, b)
 	}
 	if err != nil {

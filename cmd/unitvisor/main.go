@@ -30,7 +30,10 @@ commands:
   node status [-json]             show this machine's drivers and what fingerprinting found
   validate FILE                   check a job file; exit 2 if it is invalid
   qemu-powerdown [-timeout D] SOCK  (internal) ExecStop of qemu tasks: QMP system_powerdown
-  docker-prestart, docker-poststop  (internal) ExecStartPre/ExecStopPost of docker tasks
+  exec-task FILE                  (internal) exec the command line in FILE (for tasks whose
+                                  arguments systemd 252 cannot keep across daemon-reload)
+  docker-prestart, docker-run, docker-poststop, docker-overlay-probe
+                                  (internal) the units of docker tasks; overlay probe
   version                         print the version
 
 Client commands reach the agent through -socket (default $UNITVISOR_SOCKET or
@@ -66,9 +69,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) >= 2 && args[1] == "status" {
 			return nodeStatus(args[2:], stdout, stderr)
 		}
+	case "exec-task":
+		return execTask(args[1:], stderr)
 	case "qemu-powerdown":
 		return qemuPowerdown(args[1:], stdout, stderr)
-	case "docker-prestart", "docker-poststop":
+	case "docker-prestart", "docker-run", "docker-poststop", "docker-overlay-probe":
 		return dockerHelper(args[0], args[1:], stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)

@@ -41,6 +41,7 @@ import (
 type Info struct {
 	Runtime string `json:"runtime"` // path of crun
 	Version string `json:"version"`
+	Unshare string `json:"unshare"`        // util-linux unshare: the unit's own mount namespace
 	Init    string `json:"init,omitempty"` // static init binary for init = true
 	// Overlay reports whether a task's rootfs can be an overlay on the
 	// shared image rootfs here; if not, each task gets a copy.
@@ -54,9 +55,11 @@ var initCandidates = []string{"/usr/bin/tini-static", "/usr/bin/catatonit", "/us
 
 var versionRE = regexp.MustCompile(`crun version ([0-9][^\s]*)`)
 
-// Fingerprint finds crun and a static init, and tries an overlay mount
-// with its upper layer under tasksDir (where task directories live).
-func Fingerprint(ctx context.Context, tasksDir string) (Info, error) {
+// Fingerprint finds crun, unshare (util-linux) and a static init, and
+// tries an overlay mount with its upper layer under tasksDir (where task
+// directories live), in a mount namespace of its own: helper is the agent
+// binary, whose docker-overlay-probe verb does the mount.
+func Fingerprint(ctx context.Context, tasksDir string, helper []string) (Info, error) {
 	path, err := exec.LookPath("crun")
 	if err != nil {
 		if _, rerr := exec.LookPath("runc"); rerr == nil {
@@ -64,11 +67,15 @@ func Fingerprint(ctx context.Context, tasksDir string) (Info, error) {
 		}
 		return Info{}, fmt.Errorf("crun is not installed on this machine: install it (apt-get install crun)")
 	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return Info{}, fmt.Errorf("unshare (util-linux) is not installed: install util-linux")
+	}
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
 		return Info{}, fmt.Errorf("%s --version: %w", path, err)
 	}
-	info := Info{Runtime: path}
+	info := Info{Runtime: path, Unshare: unshare}
 	if m := versionRE.FindSubmatch(out); m != nil {
 		info.Version = string(m[1])
 	}
@@ -78,32 +85,34 @@ func Fingerprint(ctx context.Context, tasksDir string) (Info, error) {
 			break
 		}
 	}
-	info.Overlay = overlayWorks(tasksDir)
+	if len(helper) > 0 {
+		if err := os.MkdirAll(tasksDir, 0o755); err == nil {
+			argv := append(append([]string{"--mount", "--propagation", "private"}, helper...), "docker-overlay-probe", tasksDir)
+			info.Overlay = exec.CommandContext(ctx, unshare, argv...).Run() == nil
+		}
+	}
 	return info, nil
 }
 
-// overlayWorks mounts and unmounts a small overlay whose upper layer is in
-// dir (overlayfs refuses some filesystems as upper, e.g. overlayfs itself).
-func overlayWorks(dir string) bool {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false
-	}
+// ProbeOverlay mounts and unmounts a small overlay whose upper layer is in
+// dir (overlayfs refuses some filesystems as upper, e.g. overlayfs
+// itself). Run it in a mount namespace of its own.
+func ProbeOverlay(dir string) error {
 	probe, err := os.MkdirTemp(dir, ".overlay-probe-")
 	if err != nil {
-		return false
+		return err
 	}
 	defer os.RemoveAll(probe)
 	for _, d := range []string{"lower", "upper", "work", "merged"} {
 		if err := os.Mkdir(filepath.Join(probe, d), 0o755); err != nil {
-			return false
+			return err
 		}
 	}
 	merged := filepath.Join(probe, "merged")
 	if err := unix.Mount("overlay", merged, "overlay", 0, overlayOptions(filepath.Join(probe, "lower"), filepath.Join(probe, "upper"), filepath.Join(probe, "work"))); err != nil {
-		return false
+		return fmt.Errorf("overlay with its upper layer in %s: %w", dir, err)
 	}
-	unix.Unmount(merged, unix.MNT_DETACH)
-	return true
+	return unix.Unmount(merged, unix.MNT_DETACH)
 }
 
 // Driver is the docker driver.
@@ -234,9 +243,10 @@ func ContainerID(unit string) string {
 
 // Prepare gets the image (a *drivers.NotReadyError while it is being
 // fetched), writes config.json into the task directory and returns the
-// unit: ExecStartPre sets up the rootfs (overlay or copy) and removes a
-// stale container of the same name, ExecStart is `crun run`, and
-// ExecStopPost deletes the container's runtime state and unmounts.
+// unit: ExecStartPre removes a stale container of the same name and
+// prepares the rootfs (overlay directories, or a copy), ExecStart mounts
+// the overlay in the unit's own mount namespace and execs `crun run`,
+// and ExecStopPost deletes the container's runtime state.
 // KillMode=mixed: kill_signal goes to crun, which forwards it to the
 // container's PID 1; after kill_timeout systemd kills everything left.
 func (d Driver) Prepare(ctx context.Context, in drivers.Instance) (units.Spec, error) {
@@ -293,13 +303,25 @@ func (d Driver) Prepare(ctx context.Context, in drivers.Instance) (units.Spec, e
 		return units.Spec{}, err
 	}
 	props = append(props,
-		units.ExecStartPre(append(append([]string{}, d.Helper...), bundle.Flags("docker-prestart")...), false),
-		units.ExecStart(bundle.RunArgv()),
-		units.ExecStopPost(append(append([]string{}, d.Helper...), bundle.Flags("docker-poststop")...), true),
+		units.Exec("ExecStartPre", append(append([]string{}, d.Helper...), bundle.Flags("docker-prestart")...), false),
+		// The main process is `unitvisor docker-run` in a mount namespace
+		// of its own (unshare execs it, it mounts the overlay and execs
+		// crun): the overlay never shows on the host or in other units.
+		units.Exec("ExecStart", append(append([]string{d.Info.Unshare, "--mount", "--propagation", "slave"}, d.Helper...), bundle.Flags("docker-run")...), false),
+		units.Exec("ExecStopPost", append(append([]string{}, d.Helper...), bundle.Flags("docker-poststop")...), true),
 		units.String("KillMode", "mixed"),
+		// "-": ExecStopPost must run (and delete the container's state)
+		// even when the task directory is already gone.
+		units.String("WorkingDirectory", "-"+in.TaskDir),
 		// The journal shows the task's name, not "crun".
 		units.String("SyslogIdentifier", in.Task.Name),
 	)
+	if sig := drivers.Signal(in.Task.KillSignal); sig != unix.SIGKILL {
+		// crun exits 128+N when the container's PID 1 ends by signal N:
+		// ending by kill_signal is a clean stop, as a signal death is for
+		// systemd (137, an OOM or timeout SIGKILL, stays a failure).
+		props = append(props, units.ExitStatus("SuccessExitStatus", []int32{128 + int32(sig)}, nil))
+	}
 	return units.Spec{Name: in.Unit, Properties: props}, nil
 }
 

@@ -3,20 +3,22 @@ package docker
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // Prestart runs as the unit's ExecStartPre: it removes a container of the
-// same ID that a crash left behind, and makes the bundle's rootfs, an
-// overlay on the shared image rootfs with its upper and work directories
-// in the task directory, or a copy of it (made once per task).
+// same ID that a crash left behind, and prepares the bundle's rootfs: the
+// directories of an overlay on the shared image rootfs (upper and work in
+// the task directory; Run mounts it), or a copy of the image rootfs, made
+// once per task.
 func Prestart(ctx context.Context, b Bundle) error {
 	if err := deleteContainer(ctx, b); err != nil {
 		return err
@@ -35,24 +37,38 @@ func Prestart(ctx context.Context, b Bundle) error {
 		}
 		return os.WriteFile(marker, nil, 0o600)
 	}
-	upper, work := filepath.Join(b.Dir, "rootfs-upper"), filepath.Join(b.Dir, "rootfs-work")
+	upper, work := b.overlayDirs()
 	for _, d := range []string{rootfs, upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if mounted, err := isMountPoint(rootfs); err != nil {
-		return err
-	} else if mounted {
-		// Left by a run whose ExecStopPost did not happen.
-		if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount stale rootfs: %w", err)
+	return nil
+}
+
+func (b Bundle) overlayDirs() (upper, work string) {
+	return filepath.Join(b.Dir, "rootfs-upper"), filepath.Join(b.Dir, "rootfs-work")
+}
+
+// Run is the unit's main process, started by `unshare --mount` so that it
+// has a mount namespace of its own: it mounts the overlay rootfs there
+// (the host and other units never see it, and it goes away with the
+// container) and execs the runtime. It refuses to run in the host's mount
+// namespace.
+func Run(b Bundle) error {
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	host, err2 := os.Readlink("/proc/1/ns/mnt")
+	if err1 != nil || err2 != nil || self == host {
+		return fmt.Errorf("docker-run must run in a mount namespace of its own (under unshare --mount)")
+	}
+	if !b.Copy {
+		upper, work := b.overlayDirs()
+		if err := unix.Mount("overlay", b.Rootfs(), "overlay", 0, overlayOptions(b.Lower, upper, work)); err != nil {
+			return fmt.Errorf("mount overlay rootfs on %s: %w", b.Rootfs(), err)
 		}
 	}
-	if err := unix.Mount("overlay", rootfs, "overlay", 0, overlayOptions(b.Lower, upper, work)); err != nil {
-		return fmt.Errorf("mount overlay rootfs on %s: %w", rootfs, err)
-	}
-	return nil
+	argv := b.RunArgv()
+	return syscall.Exec(argv[0], argv, os.Environ())
 }
 
 // overlayOptions: the shared rootfs below, the task's writes above.
@@ -61,17 +77,9 @@ func overlayOptions(lower, upper, work string) string {
 }
 
 // Poststop runs as the unit's ExecStopPost, also after a crash or a
-// failed start: it deletes the container's runtime state and unmounts the
-// overlay rootfs.
+// failed start: it deletes the container's runtime state.
 func Poststop(ctx context.Context, b Bundle) error {
-	errDelete := deleteContainer(ctx, b)
-	var errUnmount error
-	if mounted, err := isMountPoint(b.Rootfs()); err != nil {
-		errUnmount = err
-	} else if mounted {
-		errUnmount = unix.Unmount(b.Rootfs(), unix.MNT_DETACH)
-	}
-	return errors.Join(errDelete, errUnmount)
+	return deleteContainer(ctx, b)
 }
 
 // deleteContainer removes the container's state if the runtime has any.
@@ -88,39 +96,35 @@ func deleteContainer(ctx context.Context, b Bundle) error {
 	return nil
 }
 
-// isMountPoint reports whether path is a mount point (in this process's
-// mount namespace).
-func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// MountedLowers returns the lowerdir paths of the overlays mounted now, to
-// keep GC off rootfs directories in use.
+// MountedLowers returns the lowerdir paths of the overlays mounted in the
+// agent's namespace and in those of the runtime processes (each container's
+// rootfs overlay lives in the mount namespace of its crun), to keep GC off
+// rootfs directories in use.
 func MountedLowers() map[string]bool {
 	out := map[string]bool{}
-	f, err := os.Open("/proc/self/mountinfo")
+	lowersIn("/proc/self/mountinfo", out)
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile(filepath.Join("/proc", p.Name(), "comm")); err == nil && strings.TrimSpace(string(comm)) == "crun" {
+			lowersIn(filepath.Join("/proc", p.Name(), "mountinfo"), out)
+		}
+	}
+	return out
+}
+
+func lowersIn(mountinfo string, out map[string]bool) {
+	f, err := os.Open(mountinfo)
 	if err != nil {
-		return out
+		return
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		_, opts, ok := strings.Cut(line, " - overlay ")
+		_, opts, ok := strings.Cut(sc.Text(), " - overlay ")
 		if !ok {
 			continue
 		}
@@ -132,7 +136,6 @@ func MountedLowers() map[string]bool {
 			}
 		}
 	}
-	return out
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

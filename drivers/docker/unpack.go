@@ -56,7 +56,13 @@ func (s *Store) unpack(rec Record) error {
 			return fmt.Errorf("layer %d: %w", i+1, err)
 		}
 	}
-	return os.Rename(tmp, final)
+	if err := os.Rename(tmp, final); err != nil {
+		if _, serr := os.Stat(final); serr == nil {
+			return nil // another reference to the same image got there first
+		}
+		return err
+	}
+	return nil
 }
 
 // storedImage is an image read back from the store's blobs.

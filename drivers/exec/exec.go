@@ -23,6 +23,10 @@ func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error
 	if err != nil {
 		return units.Spec{}, err
 	}
-	props = append(props, units.ExecStart(in.Argv()))
+	cmd, err := drivers.Command(in, in.Argv())
+	if err != nil {
+		return units.Spec{}, err
+	}
+	props = append(props, cmd)
 	return units.Spec{Name: in.Unit, Properties: props}, nil
 }

@@ -90,7 +90,11 @@ func (d Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, err
 	if err != nil {
 		return units.Spec{}, err
 	}
-	props = append(props, units.ExecStart(Argv(java, in)))
+	cmd, err := drivers.Command(in, Argv(java, in))
+	if err != nil {
+		return units.Spec{}, err
+	}
+	props = append(props, cmd)
 	return units.Spec{Name: in.Unit, Properties: props}, nil
 }
 

@@ -174,7 +174,11 @@ func (d Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, err
 		props = append(props, units.Bool("PrivateDevices", false))
 	}
 	qmp := QMPSocket(in.TaskDir)
-	props = append(props, units.ExecStart(Argv(d.Qemu.Path, in, image, accel, guestMB, qmp)))
+	cmd, err := drivers.Command(in, Argv(d.Qemu.Path, in, image, accel, guestMB, qmp))
+	if err != nil {
+		return units.Spec{}, err
+	}
+	props = append(props, cmd)
 	if in.Task.Config.GracefulShutdown && d.Stopper != nil {
 		// ExecStop itself runs under TimeoutStopSec (= kill_timeout): it
 		// gives up a little earlier so that it can report, then systemd

@@ -32,7 +32,11 @@ func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error
 	if err != nil {
 		return units.Spec{}, err
 	}
-	props = append(props, units.ExecStart(in.Argv()))
+	cmd, err := drivers.Command(in, in.Argv())
+	if err != nil {
+		return units.Spec{}, err
+	}
+	props = append(props, cmd)
 	if in.Task.User != "" {
 		props = append(props, units.String("User", acct.Name))
 	}

@@ -1,7 +1,7 @@
 // Package consultest runs real Consul agents for integration tests: the
 // binary `make consul` builds from the tools module tools/consul into
 // .cache/bin/consul, started as `consul agent -dev` on loopback with every
-// port (http, dns, serf lan/wan, server, grpc) a free one, and stopped when
+// port (http, dns, serf lan/wan, server, grpc, grpc_tls) a free one, and stopped when
 // the test ends. Without the binary the test fails: integration tests never
 // skip.
 package consultest
@@ -66,7 +66,7 @@ type Agent struct {
 	t     testing.TB
 	bin   string
 	args  []string
-	Ports map[string]int // http, dns, serf_lan, serf_wan, server, grpc
+	Ports map[string]int // http, dns, serf_lan, serf_wan, server, grpc, grpc_tls
 	// HTTPAddr is host:port of the HTTP API.
 	HTTPAddr string
 	// Token is the management token when ACLs are on.
@@ -95,7 +95,7 @@ func WithACL(token string) Option {
 func Start(t testing.TB, opts ...Option) *Agent {
 	t.Helper()
 	a := &Agent{t: t, bin: Binary(t), Ports: map[string]int{}}
-	for _, name := range []string{"http", "dns", "serf_lan", "serf_wan", "server", "grpc"} {
+	for _, name := range []string{"http", "dns", "serf_lan", "serf_wan", "server", "grpc", "grpc_tls"} {
 		a.Ports[name] = freePort(t, a.Ports)
 	}
 	a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Ports["http"]))
@@ -104,6 +104,8 @@ func Start(t testing.TB, opts ...Option) *Agent {
 		"-http-port", strconv.Itoa(a.Ports["http"]), "-dns-port", strconv.Itoa(a.Ports["dns"]),
 		"-serf-lan-port", strconv.Itoa(a.Ports["serf_lan"]), "-serf-wan-port", strconv.Itoa(a.Ports["serf_wan"]),
 		"-server-port", strconv.Itoa(a.Ports["server"]), "-grpc-port", strconv.Itoa(a.Ports["grpc"]),
+		// -dev also listens for gRPC with TLS, on 8503 unless told otherwise.
+		"-hcl", fmt.Sprintf("ports { grpc_tls = %d }", a.Ports["grpc_tls"]),
 	}
 	for _, o := range opts {
 		o(a)

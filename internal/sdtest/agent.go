@@ -30,6 +30,9 @@ func Binary(t testing.TB) string {
 		// Not under /tmp: units with PrivateTmp (qemu's ExecStop runs this
 		// binary) would not see it there.
 		dir, err := os.MkdirTemp("/var/lib", "uvbin-")
+		if err == nil { // task users run it as the exec-task launcher
+			err = os.Chmod(dir, 0o755)
+		}
 		if err != nil {
 			buildErr = err
 			return

@@ -60,6 +60,7 @@ job %q {
 	type change struct {
 		at     time.Time
 		status string
+		what   string
 	}
 	var mu sync.Mutex
 	var changes, seen []change
@@ -81,7 +82,7 @@ job %q {
 			if status != last {
 				last = status
 				mu.Lock()
-				changes = append(changes, change{ev.StateSince, status})
+				changes = append(changes, change{ev.StateSince, status, ev.ActiveState + "/" + ev.SubState})
 				mu.Unlock()
 			}
 		}
@@ -100,7 +101,7 @@ job %q {
 			if len(checks) == 1 {
 				mu.Lock()
 				if n := len(seen); n == 0 || seen[n-1].status != checks[0].Status {
-					seen = append(seen, change{now, checks[0].Status})
+					seen = append(seen, change{now, checks[0].Status, checks[0].Output})
 				}
 				mu.Unlock()
 			}
@@ -119,7 +120,13 @@ job %q {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		b.Fatalf("consul did not show %s after change %d; seen %v; states %v", status, after, seen[max(0, len(seen)-6):], changes[max(0, len(changes)-6):])
+		for _, c := range seen[max(0, len(seen)-4):] {
+			b.Logf("consul: %s %s %s", c.at.Format(time.StampMicro), c.status, c.what)
+		}
+		for _, c := range changes[max(0, len(changes)-4):] {
+			b.Logf("unit: %s %s %s", c.at.Format(time.StampMicro), c.status, c.what)
+		}
+		b.Fatalf("consul did not show %s after change %d", status, after)
 	}
 	waitFor(api.HealthPassing, 0)
 

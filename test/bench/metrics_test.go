@@ -125,7 +125,12 @@ func BenchmarkScrape1000(b *testing.B) {
 		fmt.Printf("  latency p50 %s  p90 %s  p99 %s  max %s\n", pct(50).Round(10*time.Microsecond),
 			pct(90).Round(10*time.Microsecond), pct(99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
 		fmt.Printf("  %d series, %d KiB uncompressed\n", series, size/1024)
-		fmt.Printf("  D-Bus calls by the agent during the scrapes: %v %v\n", calls, byMethod)
+		total := 0.0
+		for _, v := range before {
+			total += v
+		}
+		fmt.Printf("  D-Bus calls by the agent during the scrapes: %v %v (before them: %v, of which StartTransientUnit %v)\n",
+			calls, byMethod, total, before["StartTransientUnit"])
 		a.MustCLI("job", "stop", "scrape")
 		a.Kill()
 	}

@@ -338,3 +338,44 @@ job %q {
 		t.Fatalf("instance 0 was restarted when the count was lowered")
 	}
 }
+
+// A task whose arguments hold "$" and ";" keeps its exact command line
+// across a daemon-reload (package installs do one): the restarts after the
+// reload run it unchanged. (systemd 252 garbles such command lines in the
+// transient unit file; the agent routes them through `unitvisor exec-task`.)
+func TestCommandSurvivesDaemonReload(t *testing.T) {
+	a := sdtest.StartAgent(t, "")
+	job := "reload" + a.Prefix
+	file := sdtest.WriteJob(t, "reload.hcl", fmt.Sprintf(`
+job %q {
+  task "r" {
+    driver = "exec"
+    config {
+      command = "/bin/sh"
+      args    = ["-c", "echo \"run|$1|$2\"; sleep 1; exit 3", "sh", "$HOME", "${PATH}"]
+    }
+    restart {
+      attempts = 2
+      interval = "1m"
+      delay    = "200ms"
+    }
+  }
+}`, job))
+	a.CLI("job", "run", "-detach", file)
+	u := a.Unit(job, "r", 0)
+	sdtest.Eventually(t, 10*time.Second, "first run", func() bool {
+		return strings.Contains(journal(t, "UNITVISOR_JOB="+job), "run|$HOME|${PATH}")
+	})
+	if out, err := exec.Command("systemctl", "daemon-reload").CombinedOutput(); err != nil {
+		t.Fatalf("daemon-reload: %v %s", err, out)
+	}
+	sdtest.Eventually(t, 20*time.Second, "failed after its attempts", func() bool { return sdtest.Show(t, u, "ActiveState") == "failed" })
+	// (A reload may reset systemd's start-limit count: one more run is fine.)
+	logs := journal(t, "UNITVISOR_JOB="+job)
+	if intact, all := strings.Count(logs, "run|$HOME|${PATH}\n"), strings.Count(logs, "run|"); intact < 3 || intact != all {
+		t.Fatalf("%d intact runs of %d, want all and at least 3:\n%s", intact, all, journal(t, "_SYSTEMD_UNIT="+u))
+	}
+	if in := instance(t, a, job, "r", 0); !strings.Contains(in.Detail, "exit code 3") {
+		t.Fatalf("final exit %q, want exit code 3 (the command itself)", in.Detail)
+	}
+}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,7 +88,7 @@ func TestDockerDriver(t *testing.T) {
 	}
 	a := dockerAgent(t, overlayParent, vol)
 	node := a.MustCLI("node", "status")
-	if !regexp.MustCompile(`driver docker\s+enabled \{.*"runtime":"[^"]*crun","version":"[0-9.]+"`).MatchString(node) {
+	if !regexp.MustCompile(`driver docker\s+enabled \{.*"runtime":"[^"]*crun".*"version":"[0-9.]+"`).MatchString(node) {
 		t.Fatalf("node status does not show crun:\n%s", node)
 	}
 	if !strings.Contains(node, `"overlay":true`) {
@@ -102,7 +103,7 @@ job %q {
     port "http" {}
     config {
       image   = %q
-      args    = ["sh", "-c", "echo greeting=$GREETING image_var=$IMAGE_VAR override=$OVERRIDE port=$UNITVISOR_PORT_http index=${UNITVISOR_INDEX} literal=$HOME; id; pwd; cat /data/hello.txt; echo ro-test > /data/x 2>/dev/null || echo volume-read-only; echo local > /local/mine; exec sleep 1000"]
+      args    = ["sh", "-c", "echo greeting=$GREETING image_var=$IMAGE_VAR override=$OVERRIDE port=$UNITVISOR_PORT_http index=${UNITVISOR_INDEX} literal=$HOME; id; pwd; cat /data/hello.txt; echo ro-test > /data/x 2>/dev/null || echo volume-read-only; echo local > /local/mine; echo scratch > /tmp/scratch; exec sleep 1000"]
       volumes = ["%s:/data:ro"]
     }
     env {
@@ -137,6 +138,9 @@ job %q {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("journal lacks %q:\n%s", want, logs)
 		}
+	}
+	if ses := sdtest.Show(t, units[0], "SuccessExitStatus"); ses != "143" {
+		t.Fatalf("SuccessExitStatus %q, want 143 (128+SIGTERM)", ses)
 	}
 	// The container is in the unit's cgroup, under the unit's MemoryMax.
 	if mm := sdtest.Show(t, units[0], "MemoryMax"); mm != strconv.Itoa(64<<20) {
@@ -174,6 +178,13 @@ job %q {
 	if uppers > rootKiB/4 {
 		t.Fatalf("upper layers %d KiB: the rootfs (%d KiB) seems copied per task", uppers, rootKiB)
 	}
+	// Writes to the rootfs land in the task's upper layer, not the image.
+	if _, err := os.Stat(filepath.Join(tasks[0], "rootfs-upper", "tmp", "scratch")); err != nil {
+		t.Fatalf("the container's write is not in its upper layer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(lower, "tmp", "scratch")); err == nil {
+		t.Fatal("the container wrote into the shared image rootfs")
+	}
 	if b, err := os.ReadFile(filepath.Join(tasks[1], "local", "mine")); err != nil || string(b) != "local\n" {
 		t.Fatalf("/local of the container is not the task's local/: %q %v", b, err)
 	}
@@ -182,13 +193,26 @@ job %q {
 		t.Fatalf("crun list: %v %q, want the two containers", err, out)
 	}
 
+	// The unit's commands survive a daemon-reload (systemd 252 loses the
+	// Ex forms of ExecStart/ExecStopPost when it reads transient units back).
+	if out, err := exec.Command("systemctl", "daemon-reload").CombinedOutput(); err != nil {
+		t.Fatalf("daemon-reload: %v %s", err, out)
+	}
+	for _, p := range []string{"ExecStart", "ExecStartPre", "ExecStopPost"} {
+		if v := sdtest.Show(t, units[0], p); !strings.Contains(v, "docker-") {
+			t.Fatalf("after daemon-reload %s of %s is %q", p, units[0], v)
+		}
+	}
+
 	// sleep as PID 1 ignores SIGTERM: the stop ends with SIGKILL after
 	// kill_timeout (3s).
 	start := time.Now()
 	a.MustCLI("job", "stop", job)
 	took := time.Since(start)
 	t.Logf("stop took %s", took)
-	if took < 2*time.Second || took > 8*time.Second {
+	// At least kill_timeout (SIGTERM was ignored), and far from systemd's
+	// default 90s (the SIGKILL came from kill_timeout).
+	if took < 2*time.Second || took > 15*time.Second {
 		t.Fatalf("stop took %s, want about kill_timeout (3s)", took)
 	}
 	if out, err := exec.Command("crun", "--root", crunRoot, "list", "-q").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
@@ -200,9 +224,9 @@ job %q {
 }
 
 // TestDockerLoadInitOOM runs the image from a docker save tarball (no
-// registry), with init as PID 1 so SIGTERM stops it at once, a rootfs
-// copy where overlays are unusable, and a memory limit that kills an
-// allocation beyond it.
+// registry), with init as PID 1 so SIGTERM stops it at once, as root on a
+// read-only rootfs (a copy where overlays are unusable), cleans up after
+// a crash of crun, and a memory limit kills an allocation beyond it.
 func TestDockerLoadInitOOM(t *testing.T) {
 	dir := sharedDir(t, "uvdockload")
 	tarPath := filepath.Join(dir, "busybox.tar")
@@ -216,8 +240,9 @@ job %q {
     config {
       load       = %q
       entrypoint = ["sh", "-c"]
-      args       = ["echo loaded pid=$$; echo user=$(id -u); exec sleep 1000"]
+      args       = ["echo loaded pid=$$; echo user=$(id -u); touch /x 2>/dev/null || echo rootfs-read-only; exec sleep 1000"]
       init       = true
+      readonly_rootfs = true
     }
     user         = "root"
     kill_timeout = "20s"
@@ -225,7 +250,8 @@ job %q {
   task "crash" {
     driver = "docker"
     config {
-      load = %q
+      load         = %q
+      network_mode = "none"
     }
     restart {
       attempts = 0
@@ -252,7 +278,7 @@ job %q {
 	var logs string
 	sdtest.Eventually(t, 20*time.Second, "output in the journal", func() bool {
 		logs = journal(t, "UNITVISOR_JOB="+job, "UNITVISOR_TASK=init")
-		return strings.Contains(logs, "user=0")
+		return strings.Contains(logs, "rootfs-read-only")
 	})
 	// Under init, the shell is not PID 1.
 	if !strings.Contains(logs, "loaded pid=") || strings.Contains(logs, "loaded pid=1\n") {
@@ -292,31 +318,56 @@ job %q {
 	// kill_timeout of 20s.
 	start := time.Now()
 	a.MustCLI("job", "stop", job)
-	if took := time.Since(start); took > 10*time.Second {
+	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("stop took %s: init did not pass SIGTERM on", took)
 	}
 }
 
 // TestDockerPullErrors: a wrong image name, an unreachable registry and
-// bad credentials make `job run` fail with a clear error, while a running
-// task of another job is not touched; right credentials work.
+// bad (or no) credentials make `job run` fail with a clear error, while
+// the running tasks of another job are not touched. Right credentials,
+// given in the job or in a docker config.json, work.
 func TestDockerPullErrors(t *testing.T) {
 	reg := imagetest.StartRegistry(t, true)
-	ref := reg.Push(t, imagetest.BusyboxImage(t), "private/busybox:1")
+	img := imagetest.BusyboxImage(t)
+	ref := reg.Push(t, img, "private/busybox:1")
+	ref2 := reg.Push(t, img, "private/busybox:2")
+	// Tags nobody pulls with the right credentials: a stored image is
+	// served from the store without asking the registry again.
+	refBad := reg.Push(t, img, "private/busybox:bad")
+	refNone := reg.Push(t, img, "private/busybox:none")
+	authDir := sharedDir(t, "uvdockauth")
+	authFile := filepath.Join(authDir, "config.json")
+	cred := base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + reg.Password))
+	if err := os.WriteFile(authFile, fmt.Appendf(nil, `{"auths": {"http://%s": {"auth": %q}}}`, reg.Addr, cred), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	a := dockerAgent(t, overlayParent, "/nonexistent")
-	other := "keep" + a.Prefix
-	a.MustCLI("job", "run", sdtest.WriteJob(t, "keep.hcl", fmt.Sprintf(`
+	good := "good" + a.Prefix
+	a.MustCLI("job", "run", "-timeout", "60s", sdtest.WriteJob(t, "good.hcl", fmt.Sprintf(`
 job %q {
   task "t" {
-    driver = "exec"
+    driver = "docker"
     config {
-      command = "/bin/sleep"
-      args    = ["1000"]
+      image = %q
+      auth  = { username = "user", password = "secret" }
     }
+    kill_timeout = "1s"
   }
-}`, other)))
-	keepUnit := a.Unit(other, "t", 0)
-	keepPID := mainPID(t, keepUnit)
+  task "cfg" {
+    driver = "docker"
+    config {
+      image = %q
+      auth  = { config = %q }
+    }
+    kill_timeout = "1s"
+  }
+}`, good, ref, ref2, authFile)))
+	sdtest.Eventually(t, 20*time.Second, "output of both tasks of the private image", func() bool {
+		return strings.Count(journal(t, "UNITVISOR_JOB="+good), imagetest.Greet) == 2
+	})
+	goodUnits := []string{a.Unit(good, "t", 0), a.Unit(good, "cfg", 0)}
+	pids := []int{mainPID(t, goodUnits[0]), mainPID(t, goodUnits[1])}
 
 	closed := imagetest.FreePort(t)
 	for _, tc := range []struct {
@@ -324,8 +375,8 @@ job %q {
 	}{
 		{"wrong-name", reg.Addr + "/private/nosuch:1", `auth = { username = "user", password = "secret" }`, "no such image or tag"},
 		{"unreachable", fmt.Sprintf("127.0.0.1:%d/busybox:1", closed), "", "unreachable"},
-		{"bad-credentials", ref, `auth = { username = "user", password = "wrong" }`, "refused the credentials"},
-		{"no-credentials", ref, "", "refused the credentials"},
+		{"bad-credentials", refBad, `auth = { username = "user", password = "wrong" }`, "refused the credentials"},
+		{"no-credentials", refNone, "", "refused the credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := strings.ReplaceAll(tc.name, "-", "") + a.Prefix
@@ -347,22 +398,22 @@ job %q {
 			a.MustCLI("job", "stop", "-purge", job)
 		})
 	}
-	if pid := mainPID(t, keepUnit); pid != keepPID || sdtest.Show(t, keepUnit, "ActiveState") != "active" {
-		t.Fatalf("the other job's task was touched: pid %d -> %d", keepPID, pid)
+	for i, u := range goodUnits {
+		if pid := mainPID(t, u); pid != pids[i] || sdtest.Show(t, u, "ActiveState") != "active" {
+			t.Fatalf("the other job's task %s was touched: pid %d -> %d", u, pids[i], pid)
+		}
 	}
-	good := "good" + a.Prefix
-	a.MustCLI("job", "run", "-timeout", "60s", sdtest.WriteJob(t, "good.hcl", fmt.Sprintf(`
-job %q {
-  task "t" {
-    driver = "docker"
-    config {
-      image = %q
-      auth  = { username = "user", password = "secret" }
-    }
-    kill_timeout = "1s"
-  }
-}`, good, ref)))
-	sdtest.Eventually(t, 20*time.Second, "output of the private image", func() bool {
-		return strings.Contains(journal(t, "UNITVISOR_JOB="+good), imagetest.Greet)
+	// Killed with the task directory already gone (as the test harness
+	// does): ExecStopPost still deletes the runtime state.
+	if err := os.RemoveAll(filepath.Join(a.DataDir, "tasks", good)); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range goodUnits {
+		sdtest.Kill(t, u)
+	}
+	crunRoot := filepath.Join("/run/unitvisor/crun", a.Prefix)
+	sdtest.Eventually(t, 20*time.Second, "no container state left", func() bool {
+		out, err := exec.Command("crun", "--root", crunRoot, "list", "-q").Output()
+		return err == nil && strings.TrimSpace(string(out)) == ""
 	})
 }
