@@ -293,7 +293,8 @@ func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// The agent may close the listener itself on its way out.
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !(ctx.Err() != nil && errors.Is(err, net.ErrClosed)) {
 		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
 	}
 	return nil
