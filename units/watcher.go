@@ -197,6 +197,12 @@ func (w *Watcher) handle(ctx context.Context, sig *dbus.Signal) {
 		if dbus.Store(sig.Body, &name, &path) != nil || !w.namer.Owns(name) {
 			return
 		}
+		// daemon-reload and daemon-reexec free and recreate every unit,
+		// sending UnitRemoved for each: a unit is gone only if it is not
+		// loaded when systemd answers again (after the reload).
+		if w.loaded(ctx, name) {
+			return
+		}
 		w.gone(ctx, name)
 	case "org.freedesktop.DBus.Properties.PropertiesChanged":
 		name, ok := unitFromPath(string(sig.Path))
@@ -284,6 +290,20 @@ func (w *Watcher) oomKilled(name string) {
 		w.log.Info("out of memory", "unit", name, "pid", st.OOMKilledPID)
 		w.emit(ctx, st)
 	}
+}
+
+// loaded reports whether systemd has the unit loaded.
+func (w *Watcher) loaded(ctx context.Context, name string) bool {
+	list, err := w.conn.List(ctx, name)
+	if err != nil {
+		return false
+	}
+	for _, l := range list {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *Watcher) gone(ctx context.Context, name string) {

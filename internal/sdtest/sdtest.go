@@ -44,7 +44,7 @@ var seq atomic.Int64
 // It stops and resets every unit with that prefix when the test ends.
 func Prefix(t testing.TB) units.Namer {
 	t.Helper()
-	p := fmt.Sprintf("t%x%x", os.Getpid()&0xfffff, seq.Add(1))
+	p := fmt.Sprintf("t%xs%x", os.Getpid()&0xfffff, seq.Add(1)) // "s" separates: t1a+23 vs t1a2+3
 	n, err := units.NewNamer(p)
 	if err != nil {
 		t.Fatal(err)
