@@ -13,15 +13,8 @@ const DefaultUser = "nobody"
 // system with only the task directory (and extra) writable, hidden homes,
 // protected kernel and cgroups. exec and java tasks run like this.
 func PrepareIsolated(in Instance, extraWritable ...string) ([]units.Property, error) {
-	name := in.Task.User
-	if name == "" {
-		name = DefaultUser
-	}
-	acct, err := LookupUser(name)
+	acct, err := TaskAccount(in, DefaultUser)
 	if err != nil {
-		return nil, err
-	}
-	if err := MakeTaskDir(in.TaskDir, acct); err != nil {
 		return nil, err
 	}
 	props, err := Base(in)
@@ -51,4 +44,18 @@ func Isolation(in Instance, extraWritable ...string) []units.Property {
 		units.Bool("RestrictSUIDSGID", true),
 		units.Bool("LockPersonality", true),
 	}
+}
+
+// TaskAccount resolves the task's user (fallback when it names none) and
+// creates the task directory owned by it.
+func TaskAccount(in Instance, fallback string) (Account, error) {
+	name := in.Task.User
+	if name == "" {
+		name = fallback
+	}
+	acct, err := LookupUser(name)
+	if err != nil {
+		return Account{}, err
+	}
+	return acct, MakeTaskDir(in.TaskDir, acct)
 }

@@ -131,14 +131,8 @@ func (d Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, err
 	if !d.allowed(image) {
 		return units.Spec{}, fmt.Errorf("image %s is outside the allowed directories", image)
 	}
-	acct := drivers.Account{Name: "root"}
-	if in.Task.User != "" {
-		var err error
-		if acct, err = drivers.LookupUser(in.Task.User); err != nil {
-			return units.Spec{}, err
-		}
-	}
-	if err := drivers.MakeTaskDir(in.TaskDir, acct); err != nil {
+	acct, err := drivers.TaskAccount(in, "root")
+	if err != nil {
 		return units.Spec{}, err
 	}
 	// The unit's memory limit is the guest's RAM plus qemu's overhead.

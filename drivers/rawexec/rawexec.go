@@ -18,14 +18,8 @@ func (Driver) Name() string { return "raw_exec" }
 
 // Prepare creates the task directory and returns the unit spec.
 func (Driver) Prepare(_ context.Context, in drivers.Instance) (units.Spec, error) {
-	acct := drivers.Account{Name: "root"}
-	if in.Task.User != "" {
-		var err error
-		if acct, err = drivers.LookupUser(in.Task.User); err != nil {
-			return units.Spec{}, err
-		}
-	}
-	if err := drivers.MakeTaskDir(in.TaskDir, acct); err != nil {
+	acct, err := drivers.TaskAccount(in, "root")
+	if err != nil {
 		return units.Spec{}, err
 	}
 	props, err := drivers.Base(in)

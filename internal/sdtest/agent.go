@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/unitvisor/unitvisor/supervisor"
 )
 
 var (
@@ -216,4 +218,27 @@ func WriteJob(t testing.TB, name, src string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Status returns `job status -json JOB` as the agent answers it.
+func (a *Agent) Status(job string) supervisor.JobStatus {
+	a.t.Helper()
+	out := a.MustCLI("job", "status", "-json", job)
+	var js []supervisor.JobStatus
+	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) != 1 {
+		a.t.Fatalf("job status -json: %v\n%s", err, out)
+	}
+	return js[0]
+}
+
+// Instance returns one task instance's status.
+func (a *Agent) Instance(job, task string, index int) supervisor.InstanceStatus {
+	a.t.Helper()
+	for _, in := range a.Status(job).Instances {
+		if in.Task == task && in.Index == index {
+			return in
+		}
+	}
+	a.t.Fatalf("no instance %s[%d] in job %s", task, index, job)
+	return supervisor.InstanceStatus{}
 }

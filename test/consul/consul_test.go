@@ -112,7 +112,7 @@ job %[1]q {
   }
 }`, job, a.Prefix))
 	a.MustCLI("job", "run", file)
-	web := instance(t, a, job, "web", 0)
+	web := a.Instance(job, "web", 0)
 	webID := serviceID(t, a, job, "web", 0, "web-"+a.Prefix)
 	adminID := serviceID(t, a, job, "web", 0, "admin-"+a.Prefix)
 	probeID := serviceID(t, a, job, "web", 0, "probe-"+a.Prefix)

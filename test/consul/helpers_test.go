@@ -3,7 +3,6 @@
 package consul
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/unitvisor/unitvisor/consulbridge"
 	"github.com/unitvisor/unitvisor/internal/consultest"
 	"github.com/unitvisor/unitvisor/internal/sdtest"
-	"github.com/unitvisor/unitvisor/supervisor"
 )
 
 // startAgent starts a unitvisor agent whose consul block points at addr.
@@ -39,27 +37,6 @@ func nodeID(t *testing.T, a *sdtest.Agent) string {
 
 func serviceID(t *testing.T, a *sdtest.Agent, job, task string, index int, service string) string {
 	return consulbridge.ServiceID(nodeID(t, a), job, task, index, service)
-}
-
-func status(t *testing.T, a *sdtest.Agent, job string) supervisor.JobStatus {
-	t.Helper()
-	out := a.MustCLI("job", "status", "-json", job)
-	var js []supervisor.JobStatus
-	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) != 1 {
-		t.Fatalf("job status -json: %v\n%s", err, out)
-	}
-	return js[0]
-}
-
-func instance(t *testing.T, a *sdtest.Agent, job, task string, index int) supervisor.InstanceStatus {
-	t.Helper()
-	for _, in := range status(t, a, job).Instances {
-		if in.Task == task && in.Index == index {
-			return in
-		}
-	}
-	t.Fatalf("no instance %s[%d] in job %s", task, index, job)
-	return supervisor.InstanceStatus{}
 }
 
 // check returns a check's status and output as the local Consul agent has it.

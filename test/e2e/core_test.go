@@ -50,7 +50,7 @@ job %q {
 		if uid := procUID(t, mainPID(t, u)); uid != "65534" {
 			t.Errorf("%s runs as uid %s, want nobody (65534)", u, uid)
 		}
-		in := instance(t, a, job, "api", i)
+		in := a.Instance(job, "api", i)
 		if in.Ports["http"] == 0 || in.Status != "running" {
 			t.Errorf("instance %d: %+v", i, in)
 		}
@@ -97,7 +97,7 @@ job %q {
 	if st := sdtest.Show(t, u, "ActiveState"); st != "failed" {
 		t.Fatalf("%s is %s, want failed", u, st)
 	}
-	in := instance(t, a, job, "c", 0)
+	in := a.Instance(job, "c", 0)
 	if in.Status != "failed" || !strings.Contains(in.Detail, "exit code 3") {
 		t.Fatalf("status %q detail %q, want failed with exit code 3", in.Status, in.Detail)
 	}
@@ -133,7 +133,7 @@ job %q {
 	u := a.Unit(job, "d", 0)
 	sdtest.Eventually(t, 15*time.Second, "first failure", func() bool { return sdtest.Show(t, u, "ActiveState") == "failed" })
 	failedAt := time.Now()
-	if in := instance(t, a, job, "d", 0); in.RetryAt.IsZero() {
+	if in := a.Instance(job, "d", 0); in.RetryAt.IsZero() {
 		t.Fatalf("delay mode: no retry scheduled: %+v", in)
 	}
 	runs := func() int { return strings.Count(journal(t, "UNITVISOR_JOB="+job), "run\n") }
@@ -237,7 +237,7 @@ job %q {
 	if st := sdtest.Show(t, u, "ActiveState"); st != "inactive" {
 		t.Fatalf("after stop %s is %s", u, st)
 	}
-	in := instance(t, a, job, "s", 0)
+	in := a.Instance(job, "s", 0)
 	if in.Status != "dead" {
 		t.Fatalf("stopped job's instance: %+v", in)
 	}
@@ -375,7 +375,7 @@ job %q {
 	if intact, all := strings.Count(logs, "run|$HOME|${PATH}\n"), strings.Count(logs, "run|"); intact < 3 || intact != all {
 		t.Fatalf("%d intact runs of %d, want all and at least 3:\n%s", intact, all, journal(t, "_SYSTEMD_UNIT="+u))
 	}
-	if in := instance(t, a, job, "r", 0); !strings.Contains(in.Detail, "exit code 3") {
+	if in := a.Instance(job, "r", 0); !strings.Contains(in.Detail, "exit code 3") {
 		t.Fatalf("final exit %q, want exit code 3 (the command itself)", in.Detail)
 	}
 }

@@ -128,7 +128,7 @@ job %q {
 		return strings.Count(logs, "volume-read-only") == 2
 	})
 	t.Logf("journal:\n%s", logs)
-	port0 := instance(t, a, job, "web", 0).Ports["http"]
+	port0 := a.Instance(job, "web", 0).Ports["http"]
 	for _, want := range []string{
 		fmt.Sprintf("greeting=hi-web image_var=from-image override=task port=%d index=0 literal=/home/app", port0),
 		"uid=1000(app) gid=1000(app)",
@@ -291,9 +291,9 @@ job %q {
 	}
 	t.Logf("overlay usable under /var/lib: %v; task dir %d KiB", overlay, du(t, taskDir))
 	sdtest.Eventually(t, 30*time.Second, "the hog killed at its memory limit", func() bool {
-		return instance(t, a, job, "hog", 0).Status == "failed"
+		return a.Instance(job, "hog", 0).Status == "failed"
 	})
-	if in := instance(t, a, job, "hog", 0); !strings.Contains(in.Detail, "out of memory") {
+	if in := a.Instance(job, "hog", 0); !strings.Contains(in.Detail, "out of memory") {
 		t.Fatalf("hog: %s (%s), want failed, out of memory", in.Status, in.Detail)
 	}
 	// A crash (crun killed outright): ExecStopPost deletes the runtime
@@ -308,7 +308,7 @@ job %q {
 		t.Fatalf("kill crun: %v %s", err, out)
 	}
 	sdtest.Eventually(t, 20*time.Second, "the crashed task failed", func() bool {
-		return instance(t, a, job, "crash", 0).Status == "failed"
+		return a.Instance(job, "crash", 0).Status == "failed"
 	})
 	list, err := exec.Command("crun", "--root", crunRoot, "list", "-q").Output()
 	if err != nil || strings.Contains(string(list), docker.ContainerID(crashUnit)) || !strings.Contains(string(list), docker.ContainerID(unit)) {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,29 +11,7 @@ import (
 	"time"
 
 	"github.com/unitvisor/unitvisor/internal/sdtest"
-	"github.com/unitvisor/unitvisor/supervisor"
 )
-
-func status(t *testing.T, a *sdtest.Agent, job string) supervisor.JobStatus {
-	t.Helper()
-	out := a.MustCLI("job", "status", "-json", job)
-	var js []supervisor.JobStatus
-	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) != 1 {
-		t.Fatalf("job status -json: %v\n%s", err, out)
-	}
-	return js[0]
-}
-
-func instance(t *testing.T, a *sdtest.Agent, job, task string, index int) supervisor.InstanceStatus {
-	t.Helper()
-	for _, in := range status(t, a, job).Instances {
-		if in.Task == task && in.Index == index {
-			return in
-		}
-	}
-	t.Fatalf("no instance %s[%d] in job %s", task, index, job)
-	return supervisor.InstanceStatus{}
-}
 
 func journal(t *testing.T, match ...string) string {
 	t.Helper()

@@ -164,7 +164,7 @@ job %q {
 			t.Errorf("qemu command line lacks %q: %s", want, cmdline)
 		}
 	}
-	port := instance(t, a, job, "vm", 0).Ports["ssh"]
+	port := a.Instance(job, "vm", 0).Ports["ssh"]
 	sdtest.Eventually(t, 10*time.Second, "TCP connect to the forwarded port", func() bool {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {

@@ -42,7 +42,7 @@ job %q {
 	if got := sdtest.Show(t, u, "MemoryMax"); got != strconv.Itoa(32<<20) {
 		t.Fatalf("MemoryMax = %s", got)
 	}
-	in := instance(t, a, job, "hog", 0)
+	in := a.Instance(job, "hog", 0)
 	if in.Status != "failed" || !strings.Contains(in.Detail, "out of memory") {
 		t.Fatalf("status %q detail %q, want failed, out of memory", in.Status, in.Detail)
 	}
@@ -78,7 +78,7 @@ job %q {
 	u := a.Unit(job, "s", 0)
 	sdtest.Kill(t, u)
 	sdtest.Eventually(t, 10*time.Second, "failed", func() bool { return sdtest.Show(t, u, "ActiveState") == "failed" })
-	in := instance(t, a, job, "s", 0)
+	in := a.Instance(job, "s", 0)
 	if in.Status != "failed" || strings.Contains(in.Detail, "out of memory") || !strings.Contains(in.Detail, "signal 9") {
 		t.Fatalf("status %q detail %q, want failed by signal 9, not out of memory", in.Status, in.Detail)
 	}
@@ -133,7 +133,7 @@ job %q {
 	}
 	// Usage in job status matches systemd's view of the same cgroup.
 	time.Sleep(time.Second) // let it burn some CPU
-	in := instance(t, a, job, "forky", 0)
+	in := a.Instance(job, "forky", 0)
 	mem, _ := strconv.ParseUint(sdtest.Show(t, u, "MemoryCurrent"), 10, 64)
 	if in.Usage == nil || in.Usage.MemoryBytes == 0 || mem == 0 {
 		t.Fatalf("usage %+v, MemoryCurrent %d", in.Usage, mem)
