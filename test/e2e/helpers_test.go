@@ -50,3 +50,13 @@ func waitActive(t *testing.T, units ...string) {
 		sdtest.Eventually(t, 20*time.Second, u+" active", func() bool { return sdtest.Show(t, u, "ActiveState") == "active" })
 	}
 }
+
+// cmdline returns a process's command line, arguments joined by spaces.
+func cmdline(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
