@@ -11,7 +11,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -176,13 +175,4 @@ func MakeTaskDir(dir string, acct Account) error {
 		}
 	}
 	return nil
-}
-
-// Quote renders argv for humans (logs, status).
-func Quote(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = strconv.Quote(a)
-	}
-	return strings.Join(q, " ")
 }
