@@ -42,8 +42,7 @@ type Watcher struct {
 	cache map[string]State
 
 	// OOM, if set, reports kernel OOM kills on cgroup v1 hosts.
-	OOM    *OOMNotifier
-	runCtx context.Context
+	OOM *OOMNotifier
 }
 
 // NewWatcher returns a watcher of the units namer owns; heal is the period
@@ -102,9 +101,6 @@ func (w *Watcher) Snapshot() []State {
 
 // Run watches until ctx ends, reconnecting with backoff when the bus drops.
 func (w *Watcher) Run(ctx context.Context) error {
-	w.mu.Lock()
-	w.runCtx = ctx
-	w.mu.Unlock()
 	go w.pump(ctx)
 	backoff := 100 * time.Millisecond
 	for {
@@ -271,7 +267,7 @@ func (w *Watcher) set(ctx context.Context, st State) {
 	if ok && old == st || st.ActiveState == "" {
 		return
 	}
-	w.emit(ctx, st)
+	w.emit(st)
 }
 
 // oomKilled records an OOM kill reported by the memory controller; the
@@ -284,11 +280,10 @@ func (w *Watcher) oomKilled(name string) {
 		st.OOMKilledPID = st.MainPID
 		w.cache[name] = st
 	}
-	ctx := w.runCtx
 	w.mu.Unlock()
 	if ok {
 		w.log.Info("out of memory", "unit", name, "pid", st.OOMKilledPID)
-		w.emit(ctx, st)
+		w.emit(st)
 	}
 }
 
@@ -315,11 +310,11 @@ func (w *Watcher) gone(ctx context.Context, name string) {
 		st = State{Name: name}
 	}
 	st.Gone = true
-	w.emit(ctx, st)
+	w.emit(st)
 }
 
 // emit queues an event; it never blocks.
-func (w *Watcher) emit(_ context.Context, st State) {
+func (w *Watcher) emit(st State) {
 	w.qmu.Lock()
 	w.queue = append(w.queue, Event{State: st})
 	w.qmu.Unlock()

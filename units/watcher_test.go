@@ -19,7 +19,7 @@ func TestEmitNeverBlocksAndKeepsOrder(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := range n {
-			w.emit(ctx, State{Name: fmt.Sprint(i)})
+			w.emit(State{Name: fmt.Sprint(i)})
 		}
 		close(done)
 	}()
